@@ -1,0 +1,1 @@
+"""The embedded vLLM-compatible engine. Its own process; imports only speclab.model."""
