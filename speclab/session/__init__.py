@@ -1,0 +1,1 @@
+"""The composition root: lab + scenario + servers + traffic + metrics + recorder."""

@@ -1,0 +1,65 @@
+"""What front ends (the Textual app, the headless printer) see of a session or a replay.
+
+Both live runs and replays implement ``SnapshotSource``; only live runs implement
+``LiveControls``. Front ends never talk to servers themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from speclab.model.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ServerView:
+    """Static and slow-changing facts of one variant's server, for the server panel."""
+
+    variant: str
+    status: str  # "starting" | "ready" | "relaunching" | "exited" | "attached" | "stopped"
+    command: str  # shell-quoted, secrets redacted
+    base_url: str
+    engine: str  # "vllm" | "sim" | "attached"
+    settings: dict[str, Any] = field(default_factory=dict)  # k, max_num_seqs, ... as launched
+    memory: dict[str, float] = field(default_factory=dict)  # weights_gib, kv_cache_tokens, max_concurrency...
+    log_tail: tuple[str, ...] = ()
+    baseline: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    lab: str
+    scenario: str
+    variants: tuple[str, ...]
+    classes: tuple[str, ...]
+    simulated: bool
+    pair: dict[str, str] = field(default_factory=dict)  # target/draft names and revisions
+    arrival: dict[str, Any] = field(default_factory=dict)  # process, rate or concurrency
+    replay: bool = False
+
+
+@runtime_checkable
+class SnapshotSource(Protocol):
+    info: SessionInfo
+
+    def snapshots(self) -> AsyncIterator[Snapshot]:
+        """Snapshots at about 4 Hz until the run ends (the last one has ``finished=True``)."""
+        ...
+
+    def servers(self) -> dict[str, ServerView]: ...
+
+    async def stop(self) -> None: ...
+
+
+@runtime_checkable
+class LiveControls(Protocol):
+    async def pause(self) -> None: ...
+    async def resume(self) -> None: ...
+    async def set_rate(self, rate: float) -> None: ...
+    async def set_concurrency(self, concurrency: int) -> None: ...
+    async def relaunch(self, variant: str, changes: dict[str, Any]) -> None:
+        """Relaunch one variant with changed settings (num_speculative_tokens, max_num_seqs,
+        max_num_batched_tokens, enable_chunked_prefill) while the others keep serving."""
+        ...
