@@ -60,6 +60,9 @@ class RequestRecord:
     error_message: str | None = None
     http_status: int | None = None
     sampling: dict[str, Any] = field(default_factory=dict)  # exactly what was sent
+    # What was asked, for refire and output matching: {"prompt": str} or {"messages": [...]},
+    # plus "endpoint" ("chat" | "completions"), "index" (position in the plan), optional "schema".
+    prompt: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
