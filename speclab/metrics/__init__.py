@@ -1,0 +1,1 @@
+"""Metrics: HDR latency histograms, interval aggregation into Snapshots, /metrics scraping."""
