@@ -1,0 +1,1 @@
+"""Launching and managing the servers speclab measures: argv, lifecycle, pairing, memory."""

@@ -1,0 +1,130 @@
+"""Memory facts per server: what the start-up log states, NVML where a GPU exists, a report table.
+
+vLLM and the simulator print the same start-up lines (weights, KV-cache tokens, maximum
+concurrency), so one parser serves both; the simulator's figures are modelled. NVML
+(``nvidia-ml-py``) is optional and only asked where a GPU exists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
+_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
+@dataclass(slots=True)
+class MemoryInfo:
+    weights_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_len: int | None = None  # the tokens-per-request the concurrency is stated for
+
+    def update(self, line: str) -> None:
+        if m := _WEIGHTS.search(line):
+            self.weights_gib = float(m.group(1))
+        if m := _KV_TOKENS.search(line):
+            self.kv_cache_tokens = int(m.group(1).replace(",", ""))
+        if m := _CONCURRENCY.search(line):
+            self.max_concurrency_len = int(m.group(1).replace(",", ""))
+            self.max_concurrency = float(m.group(2))
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items() if v is not None}
+
+
+def parse_memory(lines: Iterable[str]) -> MemoryInfo:
+    info = MemoryInfo()
+    for line in lines:
+        info.update(line)
+    return info
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    index: int
+    name: str
+    used_gib: float
+    total_gib: float
+
+
+def gpu_memory(indices: Sequence[int] | None = None) -> list[GpuMemory] | None:
+    """Used/total memory of the given GPUs from NVML; None where NVML or a GPU is unavailable."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        out = []
+        for i in indices if indices is not None else range(count):
+            if not 0 <= i < count:
+                continue
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            name = pynvml.nvmlDeviceGetName(handle)
+            out.append(
+                GpuMemory(
+                    index=i,
+                    name=name.decode() if isinstance(name, bytes) else str(name),
+                    used_gib=mem.used / 2**30,
+                    total_gib=mem.total / 2**30,
+                )
+            )
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+class HasMemory(Protocol):
+    variant: str
+    memory: MemoryInfo
+    baseline: bool
+
+
+def memory_table(
+    servers: Mapping[str, HasMemory] | Iterable[HasMemory],
+    kv_usage_by_variant: Mapping[str, Sequence[float]] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per variant: weights, KV-cache tokens, max concurrency, KV usage over the run, and
+    the same against the baseline (``*_vs_baseline``: difference for GiB, ratio for tokens and
+    concurrency). Values the server did not state are None."""
+    items = list(servers.values()) if isinstance(servers, Mapping) else list(servers)
+    usage = kv_usage_by_variant or {}
+    base = next((s for s in items if s.baseline), None)
+    rows = []
+    for s in items:
+        samples = [float(x) for x in usage.get(s.variant, ())]
+        m = s.memory
+        row: dict[str, Any] = {
+            "variant": s.variant,
+            "baseline": s.baseline,
+            "weights_gib": m.weights_gib,
+            "kv_cache_tokens": m.kv_cache_tokens,
+            "max_concurrency": m.max_concurrency,
+            "max_concurrency_len": m.max_concurrency_len,
+            "kv_usage_mean": sum(samples) / len(samples) if samples else None,
+            "kv_usage_peak": max(samples) if samples else None,
+        }
+        bm = base.memory if base is not None else None
+        row["weights_gib_vs_baseline"] = _diff(m.weights_gib, bm.weights_gib if bm else None)
+        row["kv_cache_tokens_vs_baseline"] = _ratio(m.kv_cache_tokens, bm.kv_cache_tokens if bm else None)
+        row["max_concurrency_vs_baseline"] = _ratio(m.max_concurrency, bm.max_concurrency if bm else None)
+        rows.append(row)
+    return rows
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 4)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else round(a / b, 4)
