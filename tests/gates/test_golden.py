@@ -83,7 +83,7 @@ def test_baseline_equal() -> None:
     assert not evaluate_check(c, "x", baseline_output=None).passed
 
 
-CASES = [
+CASES: list[dict[str, object]] = [
     {"id": "fq-1", "class": "factual_qa", "messages": [{"role": "user", "content": "Capital of France?"}],
      "check": {"kind": "contains", "expected": "Paris"}},
     {"id": "fq-2", "class": "factual_qa", "messages": [{"role": "user", "content": "Symbol of gold?"}],
