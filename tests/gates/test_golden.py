@@ -108,10 +108,10 @@ def record(variant: str, case_id: str, text: str, ok: bool = True) -> RequestRec
 def test_load_golden_and_errors_name_the_line(tmp_path: Path) -> None:
     cases = load_golden(write_cases(tmp_path / "g.jsonl", CASES))
     assert [c.id for c in cases] == ["fq-1", "fq-2", "lc-1"]
-    bad = [*CASES[:1], {"id": "x", "class": "c", "prompt": "p", "check": {"kind": "fuzzy"}}]
+    bad: list[dict[str, object]] = [*CASES[:1], {"id": "x", "class": "c", "prompt": "p", "check": {"kind": "fuzzy"}}]
     with pytest.raises(InputError) as info:
         load_golden(write_cases(tmp_path / "bad.jsonl", bad))
-    assert "bad.jsonl:2: check" in str(info.value)
+    assert "bad.jsonl:2: check.kind: expected one of" in str(info.value)
     with pytest.raises(InputError, match=r"bad2\.jsonl:1: messages: give exactly one"):
         load_golden(write_cases(tmp_path / "bad2.jsonl", [{"id": "x", "class": "c", "check": {"kind": "refusal"}}]))
     (tmp_path / "dir").mkdir()
