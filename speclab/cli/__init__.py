@@ -1,0 +1,1 @@
+"""The command line: builds a session and hands it to a front end."""

@@ -1,0 +1,147 @@
+"""`speclab` commands (CONVENTIONS.md, Command line). Thin: parse, build options, call a front end.
+
+Every user-visible failure is one line on stderr and an exit code from ``ExitCode``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from speclab.model.errors import SpeclabError
+from speclab.model.exit_codes import ExitCode
+
+from .options import attach_options, run_options
+
+
+class DefaultGroup(click.Group):
+    """A group whose first argument, when it is not a subcommand, goes to a default command."""
+
+    default_command = "open"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
+def _guard(fn: Callable[[], int]) -> None:
+    """Run a command body: one clear line for known errors, 130 on Ctrl-C."""
+    try:
+        code = fn()
+    except SpeclabError as exc:
+        click.echo(f"speclab: error: {exc}", err=True)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        click.echo("speclab: interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    sys.exit(int(code))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="speclab")
+def cli() -> None:
+    """speclab: a load-and-latency lab for speculative decoding on vLLM."""
+
+
+@cli.group(cls=DefaultGroup, invoke_without_command=False)
+def lab() -> None:
+    """Open the lab app (default), or `lab show LAB`."""
+
+
+@lab.command("open")
+@click.argument("lab_name", required=False, default="default", metavar="[LAB]")
+@click.argument("scenario", required=False, default="mixed", metavar="[SCENARIO]")
+@run_options
+@attach_options
+def lab_open(lab_name: str, scenario: str, **opts: Any) -> None:
+    """Open the Textual app on LAB (default: the bundled lab on the simulator) and SCENARIO."""
+    from speclab.cli.commands import open_lab
+
+    _guard(lambda: open_lab(lab_name, scenario, opts))
+
+
+@lab.command("show")
+@click.argument("lab_name", metavar="LAB")
+@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+def lab_show(lab_name: str, engine: str) -> None:
+    """Print the `vllm serve` line of each variant, then the simulator line for this machine."""
+    from speclab.cli.commands import show_lab
+
+    _guard(lambda: show_lab(lab_name, engine))
+
+
+@cli.command()
+@click.argument("scenario")
+@run_options
+@attach_options
+def run(scenario: str, **opts: Any) -> None:
+    """Run SCENARIO headless against a lab's servers (or --attach URLs)."""
+    from speclab.cli.commands import run_headless
+
+    _guard(lambda: run_headless(scenario, opts))
+
+
+@cli.command()
+@click.argument("lab_name", metavar="LAB")
+@click.option("--gates", "gates_file", type=click.Path(path_type=Path), default=None, help="gates.toml")
+@click.option("--profile", type=click.Choice(["quick", "release"]), default="quick", show_default=True)
+@click.option("--stages", default=None, help="comma-separated subset of stages")
+@click.option("--keep-going", is_flag=True, help="run every stage even after a failure")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None)
+@click.option("--record", "record_path", type=click.Path(path_type=Path), default=None)
+@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@click.option("--force", is_flag=True, help="run an unpaired or misaligned pair anyway (said in the report)")
+@click.option("--seed", type=int, default=None)
+def accept(lab_name: str, **opts: Any) -> None:
+    """Run the release gates for LAB in the checklist's order."""
+    from speclab.cli.commands import run_accept
+
+    _guard(lambda: run_accept(lab_name, opts))
+
+
+@cli.command()
+@click.argument("recording")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None, help="headless: write a report")
+@click.option("--refire", is_flag=True, help="send the recorded schedule at a lab and compare")
+@click.option("--lab", "lab_name", default=None, help="lab for --refire (default: the recorded one)")
+@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@click.option("--speed", type=float, default=1.0, show_default=True)
+@click.option("--force", is_flag=True)
+def replay(recording: str, **opts: Any) -> None:
+    """Replay RECORDING in the app, or recompute its report (--report), or --refire it."""
+    from speclab.cli.commands import run_replay
+
+    _guard(lambda: run_replay(recording, opts))
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None)
+def compare(a: str, b: str, report_dir: Path | None) -> None:
+    """Compare two recordings per class and variant."""
+    from speclab.cli.commands import run_compare
+
+    _guard(lambda: run_compare(a, b, report_dir))
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True)
+def validate(files: tuple[str, ...]) -> None:
+    """Validate scenario, lab and gates files; print every problem."""
+    from speclab.cli.commands import validate_files
+
+    _guard(lambda: validate_files(files))
+
+
+def main() -> None:
+    cli(prog_name="speclab")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Options shared by `run`, `lab` and `replay --refire` (CONVENTIONS.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def run_options(fn: F) -> F:
+    options = [
+        click.option("--lab", "lab_name_opt", default=None, help="lab file or bundled lab name"),
+        click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True),
+        click.option("--record", "record_path", type=click.Path(path_type=Path), default=None),
+        click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None),
+        click.option("--duration", type=float, default=None, help="seconds of traffic"),
+        click.option("--requests", type=int, default=None, help="number of requests"),
+        click.option("--rate", type=float, default=None, help="open-loop requests/s"),
+        click.option("--concurrency", type=int, default=None, help="closed loop: requests in flight"),
+        click.option("--seed", type=int, default=None),
+        click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes"),
+        click.option("--sequential", is_flag=True, help="run variants one after another"),
+        click.option("--variants", default=None, help="comma-separated subset of the lab's variants"),
+        click.option("--force", is_flag=True, help="overwrite a recording; run an unpaired lab"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def attach_options(fn: F) -> F:
+    options = [
+        click.option("--attach", "attach", multiple=True, help="[LABEL=]URL of a server speclab did not launch"),
+        click.option("--header", "headers", multiple=True, help="K=V header for attached servers"),
+        click.option("--api-key-env", default=None, help="environment variable holding the API key"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn

@@ -1,0 +1,1 @@
+"""The screenless front end: progress lines, reports, exit codes."""

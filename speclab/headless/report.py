@@ -1,0 +1,263 @@
+"""The run report: a versioned JSON document and its Markdown rendering.
+
+Both are built from the final ``Snapshot`` (the same stream the UI shows), so a report recomputed
+from a recording equals the live one.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from speclab import __version__
+from speclab.model.names import Metric
+from speclab.model.snapshot import ALL_CLASSES, ClassStats, Percentiles, Snapshot
+from speclab.session.api import ServerView, SessionInfo
+
+REPORT_SCHEMA = "speclab.report/1"
+
+# Metrics shown in the latency-split table, in the order time is spent.
+SPLIT_METRICS = (
+    Metric.SCHEDULE_LAG,
+    Metric.SERVER_QUEUE,
+    Metric.SERVER_PREFILL,
+    Metric.SERVER_DECODE,
+    Metric.TTFT_CORRECTED,
+    Metric.TPOT,
+    Metric.E2E_CORRECTED,
+)
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value / 1000.0, 3)
+
+
+def percentiles_dict(p: Percentiles) -> dict[str, Any]:
+    return {
+        "count": p.count,
+        "mean_ms": _ms(p.mean) if p.count else None,
+        "p50_ms": _ms(p.p50),
+        "p90_ms": _ms(p.p90),
+        "p99_ms": _ms(p.p99),
+        "p999_ms": _ms(p.p999),
+        "max_ms": _ms(p.max),
+    }
+
+
+def class_dict(stats: ClassStats) -> dict[str, Any]:
+    acc = stats.acceptance
+    return {
+        "requests": stats.requests,
+        "errors": dict(stats.errors),
+        "output_tokens": stats.output_tokens,
+        "throughput": {
+            "requests_per_s": round(stats.requests_per_s, 3),
+            "output_tokens_per_s": round(stats.output_tokens_per_s, 1),
+        },
+        "latency": {name: percentiles_dict(p) for name, p in stats.latency.items()},
+        "timing_source": stats.timing_source,
+        "acceptance": {
+            "source": acc.source,
+            "requests": acc.requests,
+            "steps": acc.steps,
+            "drafted": acc.drafted,
+            "accepted": acc.accepted,
+            "acceptance_length_mean": acc.acceptance_length,
+            "acceptance_length_distribution": list(acc.histogram),
+            "acceptance_rate": acc.acceptance_rate,
+            "rejection_rate": acc.rejection_rate,
+            "verifications_per_request": acc.verifications_per_request,
+            "per_position": list(acc.per_position),
+        },
+        "structured": {
+            "total": stats.structured_total,
+            "failed": stats.structured_failed,
+            "failure_rate": stats.structured_failure_rate,
+        },
+        "window_s": stats.window_s,
+    }
+
+
+def host_facts() -> dict[str, Any]:
+    import os
+
+    return {
+        "hostname": platform.node(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def build_report(
+    info: SessionInfo,
+    final: Snapshot,
+    *,
+    servers: dict[str, ServerView],
+    command: str = "run",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON report of one run; ``extra`` adds sections (gates, memory, crosscheck, exit)."""
+    variants: dict[str, Any] = {}
+    for name, vstats in final.cumulative.items():
+        view = servers.get(name)
+        variants[name] = {
+            "baseline": bool(view and view.baseline),
+            "server": {
+                "engine": view.engine if view else None,
+                "command": view.command if view else None,
+                "settings": dict(view.settings) if view else {},
+                "memory": dict(view.memory) if view else {},
+            },
+            "classes": {cls: class_dict(stats) for cls, stats in vstats.classes.items()},
+        }
+    report: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
+        "speclab_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": command,
+        "simulated": info.simulated,
+        "lab": info.lab,
+        "scenario": info.scenario,
+        "pair": dict(info.pair),
+        "arrival": dict(info.arrival),
+        "replay": info.replay,
+        "duration_s": round(final.t, 3),
+        "classes": list(info.classes),
+        "measurement": {
+            "saturated_intervals": list(final.saturated_intervals),
+            "client": {
+                "schedule_lag_p99_ms": final.health.schedule_lag_p99_ms,
+                "loop_lag_max_ms": final.health.loop_lag_max_ms,
+                "cpu_percent": final.health.cpu_percent,
+            },
+        },
+        "variants": variants,
+        "events": [e.to_dict() for e in final.events],
+        "host": host_facts(),
+    }
+    if extra:
+        report.update(extra)
+    return report
+
+
+def _fmt(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100.0 * value:.1f}%"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines: list[str] = []
+    sim = " (SIMULATED: numbers are modelled by speclab.sim, not measured on a GPU)" if report["simulated"] else ""
+    lines.append(f"# speclab {report['command']}: {report['lab']} × {report['scenario']}{sim}")
+    lines.append("")
+    pair = report.get("pair") or {}
+    if pair:
+        lines.append("Pair: " + ", ".join(f"{k}={v}" for k, v in sorted(pair.items())))
+    lines.append(f"Duration {report['duration_s']:.1f} s · arrival {json.dumps(report.get('arrival', {}))}")
+    sat = report["measurement"]["saturated_intervals"]
+    if sat:
+        lines.append(
+            f"**Client could not keep up in {len(sat)} interval(s)** ({', '.join(map(str, sat[:20]))}): "
+            "numbers from those intervals describe the client, not the server."
+        )
+    if "exit" in report:
+        lines.append(f"Exit: {report['exit']['code']} {report['exit']['reason']}")
+    lines.append("")
+    lines.append("## Headline metrics (corrected latency, per class and variant)")
+    lines.append("")
+    lines.append(
+        "| variant | class | requests | errors | acceptance length | rejection rate | verifications/req"
+        " | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | structured failures | source |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for vname, v in report["variants"].items():
+        for cname, c in v["classes"].items():
+            acc = c["acceptance"]
+            e2e = c["latency"].get(Metric.E2E_CORRECTED.value, {})
+            errors = sum(c["errors"].values())
+            structured = c["structured"]
+            sfr = _pct(structured["failure_rate"]) + (f" ({structured['failed']}/{structured['total']})" if structured["total"] else "")
+            lines.append(
+                f"| {vname} | {cname} | {c['requests']} | {errors} | {_fmt(acc['acceptance_length_mean'], '.2f')}"
+                f" | {_pct(acc['rejection_rate'])} | {_fmt(acc['verifications_per_request'], '.1f')}"
+                f" | {_fmt(e2e.get('p50_ms'))} | {_fmt(e2e.get('p99_ms'))} | {_fmt(e2e.get('p999_ms'))}"
+                f" | {sfr} | {acc['source']} |"
+            )
+    lines.append("")
+    lines.append("## Acceptance-length distribution (steps accepting exactly j drafts)")
+    lines.append("")
+    for vname, v in report["variants"].items():
+        for cname, c in v["classes"].items():
+            dist = c["acceptance"]["acceptance_length_distribution"]
+            if dist and sum(dist):
+                total = sum(dist)
+                parts = " ".join(f"{j}:{100 * n / total:.0f}%" for j, n in enumerate(dist))
+                lines.append(f"- {vname} / {cname}: {parts}")
+    lines.append("")
+    lines.append("## Latency split, p50 / p99 ms (where the time goes)")
+    lines.append("")
+    header = " | ".join(m.value for m in SPLIT_METRICS)
+    lines.append(f"| variant | class | {header} |")
+    lines.append("|---|---|" + "---|" * len(SPLIT_METRICS))
+    for vname, v in report["variants"].items():
+        for cname, c in v["classes"].items():
+            cells = []
+            for m in SPLIT_METRICS:
+                p = c["latency"].get(m.value, {})
+                cells.append(f"{_fmt(p.get('p50_ms'))} / {_fmt(p.get('p99_ms'))}")
+            lines.append(f"| {vname} | {cname} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("## Throughput and errors")
+    lines.append("")
+    lines.append("| variant | requests/s | output tokens/s | errors by kind |")
+    lines.append("|---|---|---|---|")
+    for vname, v in report["variants"].items():
+        c = v["classes"].get(ALL_CLASSES)
+        if c is None:
+            continue
+        errs = ", ".join(f"{k}={n}" for k, n in sorted(c["errors"].items())) or "none"
+        lines.append(
+            f"| {vname} | {c['throughput']['requests_per_s']:.2f} | {c['throughput']['output_tokens_per_s']:.1f} | {errs} |"
+        )
+    memory = report.get("memory")
+    if memory:
+        lines.append("")
+        lines.append("## Memory and KV cache")
+        lines.append("")
+        keys = list(memory[0].keys())
+        lines.append("| " + " | ".join(keys) + " |")
+        lines.append("|" + "---|" * len(keys))
+        for row in memory:
+            lines.append("| " + " | ".join(str(row.get(k, "–")) for k in keys) + " |")
+    for section in ("crosscheck", "gates"):
+        items = report.get(section)
+        if items:
+            lines.append("")
+            lines.append(f"## {section.capitalize()}")
+            lines.append("")
+            for item in items:
+                lines.append(f"- {item.get('summary', item) if isinstance(item, dict) else item}")
+    events = report.get("events") or []
+    if events:
+        lines.append("")
+        lines.append("## Events")
+        lines.append("")
+        for e in events:
+            lines.append(f"- t={e['t']:.1f}s {e['kind']}{' [' + e['variant'] + ']' if e.get('variant') else ''}: {e['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / "report.json"
+    md_path = directory / "report.md"
+    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    md_path.write_text(render_markdown(report))
+    return [json_path, md_path]
