@@ -4,12 +4,13 @@ Checks judge only the response text (and, for ``baseline_equal``, the baseline's
 same set works against the simulator and against real instruction models. A file line is::
 
     {"id": "fq-1", "class": "factual_qa", "messages": [{"role": "user", "content": "..."}],
-     "check": {"kind": "contains", "expected": "Paris"}}
+     "check": {"kind": "contains", "value": "Paris", "ignore_case": true}}
 
-Check fields by kind: ``exact`` {expected, strip=true, case_insensitive=false};
-``contains`` {expected: str | [str], case_insensitive=true, match="all"|"any"};
-``regex`` {pattern, case_insensitive=false, full_match=false}; ``json_schema`` {schema};
+Check fields by kind: ``exact`` {value, strip=true, ignore_case=false};
+``contains`` {value: str | [str], ignore_case=true, match="all"|"any"};
+``regex`` {pattern, ignore_case=false, full_match=false}; ``json_schema`` {schema};
 ``refusal`` {expect_refusal=true}; ``baseline_equal`` {strip=true}.
+``expected`` is accepted for ``value`` and ``case_insensitive`` for ``ignore_case``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from speclab.model.errors import InputError
 from speclab.model.gates import GoldenGate
@@ -48,26 +49,26 @@ class _Check(BaseModel):
 
 class ExactCheck(_Check):
     kind: Literal["exact"]
-    expected: str
+    value: str = Field(validation_alias=AliasChoices("value", "expected"))
     strip: bool = True
-    case_insensitive: bool = False
+    ignore_case: bool = Field(default=False, validation_alias=AliasChoices("ignore_case", "case_insensitive"))
 
 
 class ContainsCheck(_Check):
     kind: Literal["contains"]
-    expected: Union[str, list[str]]
-    case_insensitive: bool = True
+    value: Union[str, list[str]] = Field(validation_alias=AliasChoices("value", "expected"))
+    ignore_case: bool = Field(default=True, validation_alias=AliasChoices("ignore_case", "case_insensitive"))
     match: Literal["all", "any"] = "all"
 
     @property
     def needles(self) -> list[str]:
-        return [self.expected] if isinstance(self.expected, str) else list(self.expected)
+        return [self.value] if isinstance(self.value, str) else list(self.value)
 
 
 class RegexCheck(_Check):
     kind: Literal["regex"]
     pattern: str
-    case_insensitive: bool = False
+    ignore_case: bool = Field(default=False, validation_alias=AliasChoices("ignore_case", "case_insensitive"))
     full_match: bool = False
 
     @model_validator(mode="after")
@@ -205,18 +206,18 @@ def _short(text: str, limit: int = 60) -> str:
 def evaluate_check(check: Check, output: str, *, baseline_output: str | None = None) -> Verdict:
     """Judge one response; the reason says what was expected and what came back."""
     if isinstance(check, ExactCheck):
-        got, want = (output.strip(), check.expected.strip()) if check.strip else (output, check.expected)
-        if check.case_insensitive:
+        got, want = (output.strip(), check.value.strip()) if check.strip else (output, check.value)
+        if check.ignore_case:
             got, want = got.casefold(), want.casefold()
-        return Verdict(True) if got == want else Verdict(False, f"expected exactly {_short(check.expected)}, got {_short(output)}")
+        return Verdict(True) if got == want else Verdict(False, f"expected exactly {_short(check.value)}, got {_short(output)}")
     if isinstance(check, ContainsCheck):
-        hay = output.casefold() if check.case_insensitive else output
-        found = [n for n in check.needles if (n.casefold() if check.case_insensitive else n) in hay]
+        hay = output.casefold() if check.ignore_case else output
+        found = [n for n in check.needles if (n.casefold() if check.ignore_case else n) in hay]
         ok = len(found) == len(check.needles) if check.match == "all" else bool(found)
         missing = [n for n in check.needles if n not in found]
         return Verdict(True) if ok else Verdict(False, f"expected to contain {check.match} of {missing}, got {_short(output)}")
     if isinstance(check, RegexCheck):
-        flags = re.IGNORECASE if check.case_insensitive else 0
+        flags = re.IGNORECASE if check.ignore_case else 0
         matcher = re.fullmatch if check.full_match else re.search
         if matcher(check.pattern, output.strip() if check.full_match else output, flags):
             return Verdict(True)

@@ -143,3 +143,14 @@ def test_accuracy_and_drop_gate(tmp_path: Path) -> None:
     assert evaluate_golden(cases, responses, "baseline", lenient).passed
     strict_floor = GoldenGate(class_max_drop_points={"factual_qa": 50.0}, max_drop_points=100.0, min_accuracy_pct=60.0)
     assert not evaluate_golden(cases, responses, "baseline", strict_floor).passed
+
+
+BUNDLED_GOLDEN = Path(__file__).resolve().parents[2] / "speclab" / "bundled" / "scenarios" / "golden"
+
+
+@pytest.mark.skipif(not list(BUNDLED_GOLDEN.glob("*.jsonl")), reason="bundled golden set not written yet")
+def test_bundled_golden_set_loads_with_every_class() -> None:
+    cases = load_golden(BUNDLED_GOLDEN)
+    classes = {c.prompt_class for c in cases}
+    assert {"factual_qa", "tool_call", "long_continuation", "refusal"} <= classes
+    assert all(sum(c.prompt_class == k for c in cases) >= 3 for k in classes)
