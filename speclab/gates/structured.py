@@ -9,7 +9,7 @@ many answers speculation broke and how many the fallback saved.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
