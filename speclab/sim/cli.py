@@ -1,0 +1,252 @@
+"""The simulator's command line: vLLM 0.33's ``vllm serve`` flags plus ``--sim-*`` ones.
+
+Parsing is argparse, like vLLM's, so an unknown or removed flag exits 2 with "unrecognized
+arguments". Flags vLLM knows but the simulator does not model are accepted and reported by name,
+so the server can warn about each. ``--speculative-config`` is validated the way vLLM's
+``SpeculativeConfig`` is (mirrored ``prompt_lookup_min/max``, required ``num_speculative_tokens``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from speclab.model.vllm_flags import OTHER_KNOWN, SHORT_ALIASES
+
+from .api import EngineConfig, SpecConfig
+from .wire_faults import FaultSpecError, split_faults
+
+GPU_MEMORY_GIB: Final[dict[str, int]] = {"H100": 80, "H200": 141, "A100": 80, "L4": 24}
+SPEC_METHODS: Final = (
+    "ngram", "ngram_gpu", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
+    "extract_hidden_states", "mtp", "dflash", "dspark",
+)
+_SPEC_KEYS: Final = frozenset(
+    {
+        "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "quantization",
+        "moe_backend", "attention_backend", "kv_cache_dtype", "revision", "code_revision",
+        "max_model_len", "enforce_eager", "draft_load_config", "prompt_lookup_min", "prompt_lookup_max",
+        "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+        "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob", "parallel_drafting",
+        "disable_padded_drafter_batch", "use_heterogeneous_vocab", "rejection_sample_method",
+        "synthetic_acceptance_rates", "synthetic_acceptance_length", "draft_sample_method",
+        "num_speculative_tokens_per_batch_size",
+    }
+)
+
+
+class SpecConfigError(ValueError):
+    """``--speculative-config`` that vLLM's SpeculativeConfig would reject."""
+
+
+@dataclass(slots=True)
+class ServerArgs:
+    engine: EngineConfig
+    host: str | None = None
+    port: int = 8000
+    served_model_names: list[str] = field(default_factory=list)
+    api_keys: list[str] = field(default_factory=list)
+    enable_per_request_metrics: bool = False
+    per_request_spec_decode_metrics: str = "none"
+    enable_force_include_usage: bool = False
+    stream_interval: int = 1
+    wire_faults: dict[str, float] = field(default_factory=dict)
+    not_modelled: list[str] = field(default_factory=list)
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_names[0] if self.served_model_names else self.engine.model
+
+
+def _human_int(text: str) -> int:
+    """vLLM's human-readable ints: ``1k`` = 1000, ``1K`` = 1024, ``25.6k``; ``-1``/``auto`` = -1."""
+    text = text.strip()
+    if text.lower() == "auto":
+        return -1
+    factors = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}
+    if text and text[-1] in factors:
+        try:
+            return int(float(text[:-1]) * factors[text[-1]])
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid human-readable integer: {text!r}") from None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _human_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m speclab.sim",
+        description="speclab's simulated vLLM 0.33 server (numbers are modelled, not measured on a GPU)",
+        allow_abbrev=False,
+    )
+    p.add_argument("model_tag", nargs="?", help="sim-0.5b | sim-1b | sim-8b | sim-70b")
+    p.add_argument("--model", dest="model_opt")
+    p.add_argument("--speculative-config", "-sc", type=json.loads, default=None)
+    p.add_argument("--max-num-seqs", type=_positive_int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
+    p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    p.add_argument("--max-model-len", type=_human_int, default=None)
+    p.add_argument("--tensor-parallel-size", "-tp", type=_positive_int, default=1)
+    p.add_argument("--host", default=None)
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--served-model-name", nargs="+", default=None)
+    p.add_argument("--api-key", nargs="+", default=None)
+    p.add_argument("--enable-per-request-metrics", action="store_true")
+    p.add_argument("--per-request-spec-decode-metrics", choices=("none", "summary", "detailed"), default="none")
+    p.add_argument("--enable-force-include-usage", action="store_true")
+    p.add_argument("--stream-interval", type=_positive_int, default=1)
+    p.add_argument("--revision", default=None)
+    p.add_argument("--tokenizer", default=None)
+    sim = p.add_argument_group("simulator")
+    sim.add_argument("--sim-gpu", choices=tuple(GPU_MEMORY_GIB), default="H100")
+    sim.add_argument("--sim-fault", action="append", default=[], metavar="NAME[=VALUE]")
+    known = p.add_argument_group("known to vLLM 0.33, not modelled (accepted with a warning)")
+    aliases: dict[str, list[str]] = {}
+    for short, long in SHORT_ALIASES.items():
+        aliases.setdefault(long, []).append(short)
+    for flag, takes_value in OTHER_KNOWN.items():
+        strings = [s for s in (flag, *aliases.get(flag, [])) if s not in p._option_string_actions]
+        if flag not in strings:
+            continue
+        dest = _not_modelled_dest(flag)
+        if takes_value:
+            known.add_argument(*strings, dest=dest, default=None, metavar="VALUE")
+        else:
+            known.add_argument(*strings, dest=dest, action="store_const", const=True, default=None)
+    return p
+
+
+def _not_modelled_dest(flag: str) -> str:
+    return "nm_" + flag.lstrip("-").replace("-", "_")
+
+
+def spec_config_from_json(raw: Any) -> SpecConfig:
+    """Validate a ``--speculative-config`` mapping like vLLM 0.33's SpeculativeConfig."""
+    if not isinstance(raw, dict):
+        raise SpecConfigError("speculative_config must be a JSON object")
+    cfg = {str(k).replace("-", "_"): v for k, v in raw.items()}
+    if "tensor_parallel_size" in cfg:
+        raise SpecConfigError(
+            "tensor_parallel_size is not a valid argument in the speculative_config. "
+            "Please pass 'draft_tensor_parallel_size' instead."
+        )
+    unknown = sorted(set(cfg) - _SPEC_KEYS)
+    if unknown:
+        raise SpecConfigError(f"1 validation error for SpeculativeConfig\n{unknown[0]}\n  Extra inputs are not permitted")
+    method = cfg.get("method")
+    model = cfg.get("model")
+    if method is None:
+        if model is None:
+            raise SpecConfigError("speculative_config: either `method` or `model` must be provided")
+        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
+    if method not in SPEC_METHODS:
+        allowed = ", ".join(repr(m) for m in SPEC_METHODS)
+        raise SpecConfigError(
+            f"1 validation error for SpeculativeConfig\nmethod\n  Input should be {allowed} [input_value={method!r}]"
+        )
+    k = cfg.get("num_speculative_tokens")
+    if k is None:
+        raise SpecConfigError(
+            "num_speculative_tokens must be provided with speculative model unless the draft "
+            "model config contains an n_predict parameter."
+        )
+    if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
+        raise SpecConfigError(f"Expected num_speculative_tokens to be greater than zero ({k!r}).")
+    if method == "draft_model" and not model:
+        raise SpecConfigError("speculative_config: method 'draft_model' needs a draft `model`")
+    lo, hi = cfg.get("prompt_lookup_min"), cfg.get("prompt_lookup_max")
+    if method in ("ngram", "ngram_gpu"):
+        if lo is None and hi is None:
+            lo = hi = 5
+        elif lo is None:
+            lo = hi
+        elif hi is None:
+            hi = lo
+        for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
+            if not isinstance(value, int) or value < 1:
+                raise SpecConfigError(f"{name}={value!r} must be > 0")
+        assert isinstance(lo, int) and isinstance(hi, int)
+        if lo > hi:
+            raise SpecConfigError(f"prompt_lookup_max={hi} must be >= prompt_lookup_min={lo}")
+        model = None
+    extra = {key: v for key, v in cfg.items() if key not in {"method", "model", "num_speculative_tokens",
+                                                            "prompt_lookup_min", "prompt_lookup_max"}}
+    return SpecConfig(method=method, num_speculative_tokens=k, model=model,
+                      prompt_lookup_min=lo, prompt_lookup_max=hi, extra=extra)
+
+
+def defaults_for_gpu(gpu: str) -> tuple[int, int]:
+    """vLLM 0.33's server defaults (max_num_seqs, max_num_batched_tokens) by GPU memory."""
+    mem = GPU_MEMORY_GIB[gpu]
+    if gpu == "A100" or mem < 70:
+        return 256, 2048
+    if mem >= 160:
+        return 1024, 16384
+    return 1024, 8192
+
+
+def parse_args(argv: list[str]) -> ServerArgs:
+    """argv -> ServerArgs. argparse problems exit 2; a bad speculative config raises SpecConfigError."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    model = ns.model_tag or ns.model_opt
+    if not model:
+        parser.error("the following arguments are required: model_tag")
+    try:
+        engine_faults, wire = split_faults(ns.sim_fault)
+    except FaultSpecError as exc:
+        parser.error(f"argument --sim-fault: {exc}")
+    if not 0.0 < ns.gpu_memory_utilization <= 1.0:
+        parser.error(f"argument --gpu-memory-utilization: must be in (0, 1], got {ns.gpu_memory_utilization}")
+    if not 0 <= ns.port <= 65535:
+        parser.error(f"argument --port: must be in 0..65535, got {ns.port}")
+    spec = spec_config_from_json(ns.speculative_config) if ns.speculative_config is not None else None
+    seqs, tokens = defaults_for_gpu(ns.sim_gpu)
+    engine = EngineConfig(
+        model=model,
+        speculative=spec,
+        max_num_seqs=ns.max_num_seqs or seqs,
+        max_num_batched_tokens=ns.max_num_batched_tokens or tokens,
+        enable_chunked_prefill=ns.enable_chunked_prefill,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+        max_model_len=None if ns.max_model_len in (None, -1) else ns.max_model_len,
+        tensor_parallel_size=ns.tensor_parallel_size,
+        seed=ns.seed,
+        gpu=ns.sim_gpu,
+        scheduling_policy=ns.scheduling_policy,
+        async_scheduling=ns.async_scheduling,
+        faults=engine_faults,
+    )
+    api_keys = list(ns.api_key or [])
+    if not api_keys and os.environ.get("VLLM_API_KEY"):
+        api_keys = [os.environ["VLLM_API_KEY"]]
+    not_modelled = [flag for flag in OTHER_KNOWN if getattr(ns, _not_modelled_dest(flag), None) is not None]
+    return ServerArgs(
+        engine=engine,
+        host=ns.host,
+        port=ns.port,
+        served_model_names=list(ns.served_model_name or []),
+        api_keys=api_keys,
+        enable_per_request_metrics=ns.enable_per_request_metrics,
+        per_request_spec_decode_metrics=ns.per_request_spec_decode_metrics,
+        enable_force_include_usage=ns.enable_force_include_usage,
+        stream_interval=ns.stream_interval,
+        wire_faults=wire,
+        not_modelled=not_modelled,
+    )

@@ -1,0 +1,185 @@
+"""The engine loop: one asyncio task that steps the engine and makes real time follow modelled time.
+
+Each step returns its modelled duration; the loop sleeps until the step's modelled end before
+handing out its tokens, so a client sees vLLM-like timing. When idle, the modelled clock jumps to
+real time. When the host cannot keep up, the modelled clock falls behind real time and the gap is
+exported as ``speclab_sim_clock_drift_seconds`` rather than hidden.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .api import EngineCore, EngineRequest, RequestOutput, SamplingParams
+from .prom import SimMetrics
+
+
+class EngineDeadError(RuntimeError):
+    """The engine raised inside a step; every in-flight request fails, as vLLM's EngineDeadError."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    output: RequestOutput | None  # None: the engine died (see RequestStream.error)
+    at: float  # modelled time the step ended
+
+
+@dataclass(slots=True)
+class RequestStream:
+    request_id: str
+    arrival: float
+    prompt_tokens: int
+    max_tokens: int
+    queue: asyncio.Queue[Delivery] = field(default_factory=asyncio.Queue)
+    first_at: float | None = None
+    last_at: float | None = None
+    n_tokens: int = 0
+    preemptions: int = 0
+    finished: bool = False
+    error: str | None = None
+
+
+class EngineLoop:
+    def __init__(self, engine: EngineCore, metrics: SimMetrics,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self._clock = clock
+        self._t0 = clock()
+        self._model_now = 0.0
+        self._step_end: float | None = None  # set while a step is in flight
+        self._streams: dict[str, RequestStream] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self.dead: str | None = None
+        self.drift = 0.0
+        self.max_drift = 0.0
+
+    def real(self) -> float:
+        return self._clock() - self._t0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._streams)
+
+    def arrival_time(self) -> float:
+        """A new request's modelled arrival: now, but never after the step the engine is in."""
+        if self._step_end is None:
+            self._model_now = max(self._model_now, self.real())
+            return self._model_now
+        return min(max(self.real(), self._model_now), self._step_end)
+
+    def submit(self, request_id: str, prompt_ids: list[int], sampling: SamplingParams,
+               priority: int = 0) -> RequestStream:
+        if self.dead is not None:
+            raise EngineDeadError(self.dead)
+        arrival = self.arrival_time()
+        stream = RequestStream(request_id, arrival, len(prompt_ids), sampling.max_tokens)
+        self.engine.add_request(EngineRequest(request_id, list(prompt_ids), sampling, arrival, priority))
+        self._streams[request_id] = stream
+        self._wake.set()
+        return stream
+
+    def abort(self, request_id: str, reason: str = "abort") -> None:
+        """Stop a request in the engine: the client went away (``abort``) or a stop string matched
+        (``stop``). Queue and prefill times are unknown without the engine's final timestamps."""
+        stream = self._streams.pop(request_id, None)
+        if stream is None or stream.finished:
+            return
+        stream.finished = True
+        if self.dead is None:
+            self.engine.abort_request(request_id)
+        last = stream.last_at if stream.last_at is not None else self.arrival_time()
+        decode = None if stream.first_at is None else last - stream.first_at
+        self.metrics.observe_finished(
+            reason=reason, e2e=last - stream.arrival, queue=None, prefill=None, decode=decode, inference=None,
+            prompt_tokens=stream.prompt_tokens, generation_tokens=stream.n_tokens, max_tokens=stream.max_tokens,
+            preemptions=stream.preemptions)
+
+    def abort_all(self) -> None:
+        """Shutdown: end every in-flight request with finish_reason ``abort``."""
+        for rid, stream in list(self._streams.items()):
+            self.abort(rid)
+            stream.queue.put_nowait(Delivery(RequestOutput(rid, [], finished=True, finish_reason="abort"),
+                                             self._model_now))
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._stopping:
+            if not self.engine.has_unfinished():
+                self.drift = 0.0
+                self.metrics.set_drift(0.0)
+                self._wake.clear()
+                await self._wake.wait()
+                self._model_now = max(self._model_now, self.real())
+                continue
+            try:
+                result = self.engine.step(self._model_now)
+            except Exception as exc:
+                self._die(f"{type(exc).__name__}: {exc}")
+                return
+            end = self._model_now + max(result.duration, 0.0)
+            self._step_end = end
+            delay = end - self.real()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            if result.duration <= 0 and not result.outputs:
+                await asyncio.sleep(0.001)  # nothing schedulable: let time pass instead of spinning
+                end = max(end, self.real())
+            self._step_end = None
+            self._model_now = end
+            self.drift = max(0.0, self.real() - end)
+            self.max_drift = max(self.max_drift, self.drift)
+            self.metrics.set_drift(self.drift)
+            self.metrics.observe_step(result.stats)
+            for out in result.outputs:
+                self._deliver(out, end)
+
+    def _deliver(self, out: RequestOutput, at: float) -> None:
+        stream = self._streams.get(out.request_id)
+        if stream is None or stream.finished:
+            return
+        stream.preemptions += out.num_preemptions
+        if out.new_token_ids:
+            if stream.first_at is None:
+                self.metrics.observe_first_token(at - stream.arrival)
+            elif stream.last_at is not None:
+                self.metrics.observe_output_gap(at - stream.last_at)
+            stream.first_at = stream.first_at if stream.first_at is not None else at
+            stream.last_at = at
+            stream.n_tokens += len(out.new_token_ids)
+        if out.finished:
+            stream.finished = True
+            del self._streams[out.request_id]
+            self._observe_finished(stream, out, at)
+        stream.queue.put_nowait(Delivery(out, at))
+
+    def _observe_finished(self, stream: RequestStream, out: RequestOutput, at: float) -> None:
+        t = out.times
+        sched = t.scheduled if t else None
+        first = t.first_token if t and t.first_token is not None else stream.first_at
+        last = t.last_token if t and t.last_token is not None else stream.last_at
+        queued = t.queued if t else stream.arrival
+        self.metrics.observe_finished(
+            reason=out.finish_reason or "stop",
+            e2e=(last if last is not None else at) - stream.arrival,
+            queue=None if sched is None else sched - queued,
+            prefill=None if sched is None or first is None else first - sched,
+            decode=None if first is None or last is None else last - first,
+            inference=None if sched is None or last is None else last - sched,
+            prompt_tokens=out.prompt_tokens or stream.prompt_tokens, generation_tokens=stream.n_tokens,
+            max_tokens=stream.max_tokens, preemptions=max(stream.preemptions, out.num_preemptions),
+        )
+
+    def _die(self, message: str) -> None:
+        self.dead = message
+        for stream in list(self._streams.values()):
+            stream.error = message
+            stream.finished = True
+            stream.queue.put_nowait(Delivery(None, self._model_now))
+        self._streams.clear()

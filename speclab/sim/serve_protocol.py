@@ -1,0 +1,272 @@
+"""OpenAI-compatible request parsing and response shapes, as vLLM 0.33 serves them.
+
+Kept apart from the HTTP plumbing so the wire format (field names, which nulls appear, the
+per-request ``metrics`` object) can be read in one place and unit-tested without sockets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .api import RequestSpecStats, RequestTimes, SamplingParams, Tokenizer
+
+
+class RequestError(Exception):
+    """A request vLLM would refuse; rendered as vLLM's JSON error object."""
+
+    def __init__(self, message: str, status: int = 400, err_type: str = "BadRequestError",
+                 param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.err_type = err_type
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return error_body(str(self), self.err_type, self.status, self.param)
+
+
+def error_body(message: str, err_type: str, code: int, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
+
+
+@dataclass(slots=True)
+class ParsedRequest:
+    chat: bool
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    return_token_ids: bool
+    include_stop_str: bool
+    stream_interval: int
+    priority: int
+    warnings: list[str]
+
+
+def _num(body: dict[str, Any], key: str, default: float, kind: type = float) -> Any:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+        raise RequestError(f"{key}: expected {'an integer' if kind is int else 'a number'}, got {value!r}", param=key)
+    return kind(value)
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    raise RequestError("messages: content must be a string or a list of parts", param="messages")
+
+
+def _json_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    so = body.get("structured_outputs")
+    if so is not None:
+        if not isinstance(so, dict):
+            raise RequestError("structured_outputs must be an object", param="structured_outputs")
+        kinds = [k for k in ("json", "regex", "choice", "grammar", "json_object", "structural_tag") if so.get(k)]
+        if len(kinds) > 1:
+            raise RequestError("You can only use one kind of structured outputs constraint "
+                               f"but multiple are specified: {so}", param="structured_outputs")
+        if kinds == ["json"]:
+            schema = so["json"]
+            if isinstance(schema, str):
+                try:
+                    schema = json.loads(schema)
+                except ValueError:
+                    raise RequestError("structured_outputs.json: not valid JSON", param="structured_outputs") from None
+            return dict(schema)
+        if kinds == ["json_object"]:
+            return {"type": "object"}
+        if kinds:
+            raise RequestError(f"speclab-sim models only json and json_object structured outputs, not {kinds[0]}",
+                               param="structured_outputs")
+    rf = body.get("response_format")
+    if isinstance(rf, dict):
+        kind = rf.get("type")
+        if kind == "json_schema":
+            spec = rf.get("json_schema") or {}
+            schema = spec.get("schema", spec.get("json_schema"))
+            if not isinstance(schema, dict):
+                raise RequestError("response_format.json_schema.schema must be an object", param="response_format")
+            return schema
+        if kind == "json_object":
+            return {"type": "object"}
+    return None
+
+
+def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len: int,
+                  speculative: bool, server_stream_interval: int, force_usage: bool) -> ParsedRequest:
+    if not isinstance(body, dict):
+        raise RequestError("request body must be a JSON object")
+    warnings = [f"The {key} parameter was removed in v0.12.0 and is ignored; use structured_outputs"
+                for key in ("guided_json", "guided_regex", "guided_choice", "guided_grammar") if key in body]
+    if _num(body, "n", 1, int) != 1:
+        raise RequestError("speclab-sim serves n=1 only", param="n")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError("messages: expected a non-empty list", param="messages")
+        msgs = []
+        for m in messages:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise RequestError("messages: each message needs a role", param="messages")
+            msgs.append({"role": m["role"], "content": _text_of(m.get("content"))})
+        prompt_ids = tokenizer.encode(tokenizer.apply_chat_template(msgs))
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            prompt_ids = tokenizer.encode(prompt)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            prompt_ids = list(prompt)
+        else:
+            raise RequestError("prompt: expected a string or a list of token ids (one prompt per request)",
+                               param="prompt")
+    if not prompt_ids:
+        raise RequestError("The prompt cannot be empty", param="prompt")
+    n_in = len(prompt_ids)
+    if n_in >= max_model_len:
+        raise RequestError(f"This model's maximum context length is {max_model_len} tokens. However, your "
+                           f"request has {n_in} input tokens. Please reduce the length of the input messages.")
+    default_max = max_model_len - n_in if chat else 16
+    key = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = _num(body, key, default_max, int)
+    if max_tokens < 1:
+        raise RequestError(f"{key} must be at least 1, got {max_tokens}.", param=key)
+    if max_tokens > max_model_len - n_in:
+        raise RequestError(f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+                           f"maximum context length is {max_model_len} tokens and your request has {n_in} input "
+                           f"tokens ({max_tokens} > {max_model_len} - {n_in}).", param=key)
+    temperature = _num(body, "temperature", 1.0)
+    top_p = _num(body, "top_p", 1.0)
+    top_k = _num(body, "top_k", -1, int)
+    min_p = _num(body, "min_p", 0.0)
+    if temperature < 0:
+        raise RequestError(f"temperature must be non-negative, got {temperature}.", param="temperature")
+    if not 0 < top_p <= 1:
+        raise RequestError(f"top_p must be in (0, 1], got {top_p}.", param="top_p")
+    if speculative and (min_p > 0 or body.get("logit_bias")):
+        raise RequestError("The min_p and logit_bias sampling parameters are not yet supported with "
+                           "speculative decoding.")
+    stop = body.get("stop") or []
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+        raise RequestError("stop: expected a string or a list of non-empty strings", param="stop")
+    stop_ids = body.get("stop_token_ids") or []
+    if not isinstance(stop_ids, list) or not all(isinstance(t, int) for t in stop_ids):
+        raise RequestError("stop_token_ids: expected a list of integers", param="stop_token_ids")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise RequestError(f"seed: expected an integer, got {seed!r}", param="seed")
+    opts = body.get("stream_options") or {}
+    if not isinstance(opts, dict):
+        raise RequestError("stream_options must be an object", param="stream_options")
+    stream = bool(body.get("stream", False))
+    if opts and not stream:
+        raise RequestError("Stream options can only be defined when `stream=True`.", param="stream_options")
+    include_usage = bool(opts.get("include_usage")) or force_usage
+    continuous = include_usage and (bool(opts.get("continuous_usage_stats")) or force_usage)
+    interval = max(server_stream_interval, _num(body, "stream_interval", 1, int))
+    sampling = SamplingParams(
+        max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+        stop=list(stop), stop_token_ids=list(stop_ids), ignore_eos=bool(body.get("ignore_eos", False)),
+        json_schema=_json_schema(body),
+    )
+    return ParsedRequest(
+        chat=chat, prompt_ids=prompt_ids, sampling=sampling, stream=stream, include_usage=include_usage,
+        continuous_usage=continuous, return_token_ids=bool(body.get("return_token_ids", False)),
+        include_stop_str=bool(body.get("include_stop_str_in_output", False)), stream_interval=interval,
+        priority=_num(body, "priority", 0, int), warnings=warnings,
+    )
+
+
+class IncrementalDetokenizer:
+    """vLLM's prefix/read-offset detokenisation plus stop strings, with stop-string hold-back."""
+
+    def __init__(self, tokenizer: Tokenizer, prompt_ids: list[int], stop: list[str], include_stop: bool) -> None:
+        self._tok = tokenizer
+        self._ids = list(prompt_ids[-6:])
+        self._prefix = 0
+        self._read = len(self._ids)
+        self._stop = stop
+        self._include_stop = include_stop
+        self._hold = max((len(s) for s in stop), default=1) - 1
+        self.text = ""
+        self._emitted = 0
+        self.stop_hit: str | None = None
+
+    def add(self, token_ids: list[int]) -> str:
+        """Feed a step's tokens; return the newly releasable text (held back near a possible stop)."""
+        if self.stop_hit is not None:
+            return ""
+        eos = self._tok.eos_token_id
+        self._ids.extend(t for t in token_ids if t != eos)
+        prefix_text = self._tok.decode(self._ids[self._prefix:self._read])
+        new_text = self._tok.decode(self._ids[self._prefix:])
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
+            self.text += new_text[len(prefix_text):]
+            self._prefix, self._read = self._read, len(self._ids)
+        if self._stop:
+            start = max(0, self._emitted - self._hold)
+            hits = [(idx, s) for s in self._stop if (idx := self.text.find(s, start)) >= 0]
+            if hits:
+                idx, s = min(hits)
+                self.stop_hit = s
+                self.text = self.text[: idx + (len(s) if self._include_stop else 0)]
+                return self._release(len(self.text))
+            return self._release(len(self.text) - self._hold)
+        return self._release(len(self.text))
+
+    def flush(self) -> str:
+        return self._release(len(self.text))
+
+    def _release(self, upto: int) -> str:
+        if upto <= self._emitted:
+            return ""
+        out = self.text[self._emitted:upto]
+        self._emitted = upto
+        return out
+
+
+def request_metrics(times: RequestTimes | None, spec: RequestSpecStats | None, n_tokens: int, *,
+                    timing: bool, spec_mode: str) -> dict[str, Any] | None:
+    """vLLM's PerRequestMetrics (modelled ms), None-valued fields dropped as vLLM's exclude_none does."""
+    out: dict[str, Any] = {}
+    if timing and times is not None and times.scheduled is not None:
+        first, last, sched = times.first_token, times.last_token, times.scheduled
+        out["queue_time_ms"] = (sched - times.queued) * 1000.0
+        if first is not None:
+            out["time_to_first_token_ms"] = (first - sched) * 1000.0
+        if first is not None and last is not None:
+            out["generation_time_ms"] = (last - first) * 1000.0
+            out["mean_itl_ms"] = (last - first) / (n_tokens - 1) * 1000.0 if n_tokens > 1 else 0.0
+            out["tokens_per_second"] = n_tokens / (last - sched) if last > sched else 0.0
+    if spec is not None and spec_mode in ("summary", "detailed"):
+        sd: dict[str, Any] = {
+            "mean_acceptance_length": 1.0 + spec.accepted / spec.steps if spec.steps else 1.0,
+            "draft_acceptance_rate": spec.accepted / spec.drafted if spec.drafted else 0.0,
+            "acceptance_histogram": list(spec.histogram),
+            "num_spec_steps": spec.steps,
+            "num_accepted_draft_tokens": spec.accepted,
+            "num_draft_tokens": spec.drafted,
+            "num_spec_tokens": spec.num_spec_tokens,
+        }
+        if spec_mode == "detailed":
+            sd["per_step_accepted"] = list(spec.per_step_accepted)
+            sd["per_step_drafted"] = list(spec.per_step_drafted)
+        out["speculative_decoding"] = sd
+    return out or None
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens}

@@ -1,0 +1,151 @@
+"""Process life of ``python -m speclab.sim``: parse flags, bind, build the engine, serve, shut down.
+
+The order follows vLLM's API server: the port is bound before the engine is built (so a busy
+port fails fast), the memory figures are logged once the engine exists, and SIGTERM/SIGINT let
+in-flight requests finish for a short grace period, abort the rest, and exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import signal
+import socket
+import time
+from collections.abc import Callable
+from typing import Final
+
+from aiohttp import web
+
+from . import logs
+from .api import EngineConfig, EngineCore
+from .cli import ServerArgs, SpecConfigError, parse_args
+from .prom import SimMetrics
+from .server import SimServer
+
+EngineFactory = Callable[[EngineConfig], EngineCore]
+DEFAULT_MAX_MODEL_LEN: Final = 4096
+SHUTDOWN_GRACE_S: Final = 2.0
+
+
+def _default_factory() -> EngineFactory:
+    from .engine import build_engine  # the engine core, built once per process
+
+    return build_engine
+
+
+def _error_kind(exc: BaseException) -> str:
+    """Classify an engine start-up failure by its class names (the engine's SimStartupError tree)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "ModelDoesNotFitError" in names:
+        return "oom"
+    if "UnknownModelError" in names:
+        return "unknown_model"
+    if "SimStartupError" in names:
+        return "startup"
+    return "internal"
+
+
+def _bind(host: str | None, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host or "", port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def _log_engine_facts(engine: EngineCore, max_model_len: int, seconds: float) -> None:
+    mem = engine.memory
+    logs.info(logs.SRC_LOADER, logs.weights_line(mem.weights_gib + mem.draft_weights_gib, seconds), proc=logs.ENGINE)
+    logs.info("gpu_worker.py:436", f"Available KV cache memory: {mem.kv_cache_gib:.2f} GiB", proc=logs.ENGINE)
+    logs.info(logs.SRC_KV, logs.kv_cache_line(mem.kv_cache_tokens), proc=logs.ENGINE)
+    logs.info(logs.SRC_KV_CONC, logs.concurrency_line(max_model_len, mem.max_concurrency), proc=logs.ENGINE)
+    logs.warning(logs.SRC_SIM, logs.SIMULATED_LINE)
+
+
+def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
+    """Run the server; returns the process exit code (argparse itself exits 2 on bad flags)."""
+    try:
+        args = parse_args(argv)
+    except SpecConfigError as exc:
+        logs.error(logs.SRC_ARGS, f"ValueError: {exc}")
+        return 1
+    for flag in args.not_modelled:
+        logs.warning(logs.SRC_ARGS, logs.not_modelled_line(flag))
+    logs.info(logs.SRC_API, "vLLM API server version 0.33.0 (speclab-sim)")
+    host_shown = args.host or "0.0.0.0"
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            logs.error(logs.SRC_API, logs.address_in_use_line(host_shown, args.port))
+        else:
+            logs.error(logs.SRC_API, f"OSError: [Errno {exc.errno}] {exc.strerror}: ('{host_shown}', {args.port})")
+        return 1
+    started = time.perf_counter()
+    try:
+        engine = (engine_factory or _default_factory())(args.engine)
+    except Exception as exc:
+        sock.close()
+        kind = _error_kind(exc)
+        if kind == "oom":
+            logs.error(logs.SRC_CORE, logs.oom_line(str(exc)), proc=logs.ENGINE)
+        elif kind == "internal":
+            logs.error(logs.SRC_CORE, f"{type(exc).__name__}: {exc}", proc=logs.ENGINE)
+        else:
+            logs.error(logs.SRC_CORE, f"ValueError: {exc}", proc=logs.ENGINE)
+        logs.error(logs.SRC_CORE, "RuntimeError: Engine core initialization failed. See root cause above. "
+                   "Failed core proc(s): {}", proc=logs.ENGINE)
+        return 1
+    max_model_len = engine.config.max_model_len or args.engine.max_model_len or DEFAULT_MAX_MODEL_LEN
+    _log_engine_facts(engine, max_model_len, time.perf_counter() - started)
+    port = sock.getsockname()[1]
+    try:
+        import uvloop
+
+        runner_fn: Callable[..., int] = uvloop.run
+    except ImportError:
+        runner_fn = asyncio.run
+    return runner_fn(_serve(args, engine, max_model_len, sock, host_shown, port))
+
+
+def _metrics(args: ServerArgs, engine: EngineCore, max_model_len: int) -> SimMetrics:
+    spec = args.engine.speculative
+    mem = engine.memory
+    cache_info = {
+        "block_size": "16", "cache_dtype": "auto", "enable_prefix_caching": "False",
+        "gpu_memory_utilization": str(args.engine.gpu_memory_utilization),
+        "num_gpu_blocks": str(mem.kv_cache_tokens // 16), "num_cpu_blocks": "0",
+    }
+    return SimMetrics(args.model_name, num_spec_tokens=spec.num_speculative_tokens if spec else None,
+                      max_model_len=max_model_len, cache_info=cache_info)
+
+
+async def _serve(args: ServerArgs, engine: EngineCore, max_model_len: int, sock: socket.socket,
+                 host_shown: str, port: int) -> int:
+    server = SimServer(args, engine, max_model_len, _metrics(args, engine, max_model_len))
+    loop_task = asyncio.create_task(server.loop.run())
+    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True,
+                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    site = web.SockSite(runner, sock, shutdown_timeout=SHUTDOWN_GRACE_S)
+    logs.info(logs.SRC_API, logs.starting_line(host_shown, port))
+    await site.start()
+    logs.info(logs.SRC_LAUNCHER, "Application startup complete.")
+    stop = asyncio.Event()
+    aloop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        aloop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logs.info(logs.SRC_LAUNCHER, "Shutting down FastAPI HTTP server.")
+    await site.stop()
+    deadline = time.monotonic() + SHUTDOWN_GRACE_S
+    while server.loop.in_flight and time.monotonic() < deadline and server.loop.dead is None:
+        await asyncio.sleep(0.02)
+    server.loop.abort_all()
+    await asyncio.sleep(0.05)
+    await runner.cleanup()
+    server.loop.stop()
+    await loop_task
+    return 0
