@@ -149,8 +149,10 @@ def evaluate_structured(
     }
     if fallbacks is not None:
         metrics["fallbacks"] = fallbacks.summary()
-        for variant, row in sorted(fallbacks.summary().items()):
-            details.append(f"{variant}: {row['fell_back']} fell back to the baseline, {row['fallback_ok']} of them recovered")
+        for variant, tally in sorted(fallbacks.summary().items()):
+            details.append(
+                f"{variant}: {tally['fell_back']} fell back to the baseline, {tally['fallback_ok']} of them recovered"
+            )
         details.extend(
             f"  fallback {e.variant} {e.request_id}: {e.reason}" for e in fallbacks.entries if not e.succeeded
         )
