@@ -87,7 +87,7 @@ class LatencyHistogram:
         self._blocks = self._counts.reshape(LAYOUT.blocks, LAYOUT.half).sum(axis=1).astype(int).tolist()
         nonzero = np.flatnonzero(self._counts).tolist()
         counts = self._counts[nonzero].tolist()
-        self._median_sum = sum(c * LAYOUT.median[i] for c, i in zip(counts, nonzero))
+        self._median_sum = sum(c * LAYOUT.median[i] for c, i in zip(counts, nonzero, strict=True))
 
     @property
     def raw(self) -> HdrHistogram:
@@ -96,7 +96,7 @@ class LatencyHistogram:
 
     def record_us(self, value_us: float, count: int = 1) -> None:
         """Record like ``HdrHistogram.record_value``, clamped into [0, 1 h]."""
-        value = 0 if value_us <= 0 else min(int(round(value_us)), HIST_HIGHEST_US)
+        value = 0 if value_us <= 0 else min(round(value_us), HIST_HIGHEST_US)
         index = LAYOUT.index_of(value)
         raw = self._raw
         raw.counts[index] += count
@@ -115,7 +115,7 @@ class LatencyHistogram:
         if not other.count:
             return
         self._raw.add(other._raw)
-        self._blocks = [a + b for a, b in zip(self._blocks, other._blocks)]
+        self._blocks = [a + b for a, b in zip(self._blocks, other._blocks, strict=True)]
         self._median_sum += other._median_sum
 
     def copy(self) -> LatencyHistogram:
@@ -179,7 +179,7 @@ def merged_percentiles(
     if len(items) == 1:
         blocks = items[0]._blocks
     else:
-        blocks = [sum(column) for column in zip(*(h._blocks for h in items))]
+        blocks = [sum(column) for column in zip(*(h._blocks for h in items), strict=True)]
     cumulative_blocks = list(accumulate(blocks))
     last_block = len(blocks) - 1
     targets = [max(int((min(point, 100.0) * total / 100) + 0.5), 1) for point in points]
@@ -194,7 +194,7 @@ def merged_percentiles(
     running = np.cumsum(span)
     offsets = np.searchsorted(running, np.array([t - before for t in targets], dtype=np.uint64), side="left").tolist()
     values = []
-    for point, offset in zip(points, offsets):
+    for point, offset in zip(points, offsets, strict=True):
         index = start + min(offset, stop - start - 1)
         values.append(LAYOUT.highest[index] if point else LAYOUT.lowest[index])
     mean = sum(h._median_sum for h in items) / total
@@ -206,3 +206,24 @@ def merge_all(hists: Iterable[LatencyHistogram]) -> LatencyHistogram:
     for h in hists:
         out.merge(h)
     return out
+
+
+class EncodedHistogram:
+    """A closed histogram kept in its compressed form (~1–2 KB instead of 188 KB), decoded on demand."""
+
+    __slots__ = ("count", "encoded", "max_us")
+
+    def __init__(self, encoded: str, count: int, max_us: int) -> None:
+        self.encoded = encoded
+        self.count = count
+        self.max_us = max_us
+
+    @classmethod
+    def of(cls, hist: LatencyHistogram) -> EncodedHistogram:
+        return cls(hist.encode(), hist.count, hist.max_us)
+
+    def encode(self) -> str:
+        return self.encoded
+
+    def decode(self) -> LatencyHistogram:
+        return LatencyHistogram.decode(self.encoded)

@@ -22,7 +22,7 @@ from typing import TextIO
 from speclab.model.errors import InputError
 from speclab.model.names import Metric
 
-from .hdr import LatencyHistogram
+from .hdr import EncodedHistogram, LatencyHistogram
 
 LOG_FORMAT_VERSION = "1.3"
 _FORBIDDEN = re.compile(r"[\s,=]")
@@ -68,7 +68,9 @@ class HlogWriter:
             self._file.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
             self._file.flush()
 
-    def write(self, tag: str, start_s: float, length_s: float, hist: LatencyHistogram) -> None:
+    def write(
+        self, tag: str, start_s: float, length_s: float, hist: LatencyHistogram | EncodedHistogram
+    ) -> None:
         if _FORBIDDEN.search(tag):
             raise InputError(f"histogram tag {tag!r}: no spaces, commas or '=' allowed")
         max_ms = hist.max_us / 1000.0

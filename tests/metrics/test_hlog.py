@@ -61,7 +61,7 @@ def test_our_reader_roundtrip_and_append(tmp_path: Path) -> None:
     assert contents.start_time_epoch_s == pytest.approx(START)
     assert not contents.truncated
     assert [i.tag for i in contents.intervals] == [t for t, _ in written] + ["ttft.qa.k0"]
-    for interval, (_, h) in zip(contents.intervals, written):
+    for interval, (_, h) in zip(contents.intervals[:3], written, strict=True):
         assert interval.histogram.percentiles() == h.percentiles()
     assert path.read_text().count("#[StartTime") == 1
     assert len(list(contents.by_tag("ttft.qa.k0"))) == 1

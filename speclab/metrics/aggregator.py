@@ -1,0 +1,314 @@
+"""Turns RequestRecords, ServerSamples and Events into immutable Snapshots, a few times a second.
+
+Time is cut into 1 s intervals on the run clock; a record belongs to the interval in which it
+finished. An interval closes ``close_delay_s`` after its end (records shipped from worker processes
+arrive a little late), is summarised once into the ``last_interval`` view and then kept only in
+encoded form, so any window of intervals merges losslessly on demand. The cumulative view (since
+the end of warm-up) is kept live, with its percentiles cached per (variant, class) until new
+records arrive. Warm-up records are measured — they show in ``last_interval`` — but stored apart
+and excluded from cumulative views, windows and the intervals handed to the recorder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from speclab.model.names import PROM_QUEUE_TIME, CountSource
+from speclab.model.records import Event, RequestRecord, ServerSample
+from speclab.model.snapshot import ALL_CLASSES, ClassStats, ClientHealth, Percentiles, Snapshot, VariantStats
+
+from .cells import Cell, Counts, HistogramPool, class_stats, finish_time, percentiles_by_metric
+from .hdr import EncodedHistogram
+from .hlog import make_tag
+
+Key = tuple[str, str]  # (variant, class)
+
+
+@dataclass(slots=True)
+class _StoredCell:
+    counts: Counts
+    hists: dict[str, EncodedHistogram]
+
+
+@dataclass(slots=True)
+class _OpenInterval:
+    index: int
+    measured: dict[Key, Cell] = field(default_factory=dict)
+    warmup: dict[Key, Cell] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _ClosedInterval:
+    index: int
+    start_s: float
+    end_s: float
+    cells: dict[Key, _StoredCell] = field(default_factory=dict)
+
+
+class Aggregator:
+    def __init__(
+        self,
+        variants: Sequence[str],
+        classes: Sequence[str],
+        *,
+        interval_s: float = 1.0,
+        simulated: bool = True,
+        warmup_s: float = 0.0,
+        close_delay_s: float = 0.5,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self.variants: list[str] = list(variants)
+        self.classes: list[str] = list(classes)
+        self.interval_s = interval_s
+        self.simulated = simulated
+        self.warmup_s = warmup_s
+        self.close_delay_s = close_delay_s
+        self._pool = HistogramPool()
+        self._open: dict[int, _OpenInterval] = {}
+        self._closed: list[_ClosedInterval] = []
+        self._next_close = 0  # index of the oldest interval not yet closed
+        self._cumulative: dict[Key, Cell] = {}
+        self._dirty: set[Key] = set()
+        self._pct_cache: dict[Key, dict[str, Percentiles]] = {}
+        self._all_cache: dict[str, dict[str, Percentiles]] = {}
+        self._last: dict[str, VariantStats] = {}
+        self._servers: dict[str, ServerSample] = {}
+        self._server_timing: set[str] = set()
+        self._server_totals: dict[str, ServerSample] = {}
+        self._events: list[Event] = []
+        self._health = ClientHealth()
+        self._saturated: set[int] = set()
+        self._now = 0.0
+        self._finished = False
+        self.late_records = 0
+
+    # ---- inputs -------------------------------------------------------------------------------
+    def interval_of(self, t: float) -> int:
+        return max(0, math.floor(t / self.interval_s))
+
+    def add_records(self, records: Iterable[RequestRecord]) -> None:
+        for record in records:
+            self._know(record.variant, record.prompt_class)
+            key = (record.variant, record.prompt_class)
+            index = self.interval_of(finish_time(record))
+            if not record.warmup:
+                self._cumulative.setdefault(key, Cell()).add_record(record, self._pool)
+                self._dirty.add(key)
+            if index < self._next_close:
+                self._add_late(index, key, record)
+                continue
+            interval = self._open.get(index)
+            if interval is None:
+                interval = self._open[index] = _OpenInterval(index)
+            cells = interval.warmup if record.warmup else interval.measured
+            cells.setdefault(key, Cell()).add_record(record, self._pool)
+
+    def add_server_sample(self, sample: ServerSample) -> None:
+        self._know(sample.variant, None)
+        self._servers[sample.variant] = sample
+        queue = sample.histograms.get(PROM_QUEUE_TIME)
+        if sample.up and queue and queue.get("count"):
+            self._server_timing.add(sample.variant)
+        total = self._server_totals.setdefault(sample.variant, ServerSample(t=sample.t, variant=sample.variant))
+        total.t = sample.t
+        total.spec_drafts += sample.spec_drafts
+        total.spec_draft_tokens += sample.spec_draft_tokens
+        total.spec_accepted += sample.spec_accepted
+        total.requests_finished += sample.requests_finished
+        total.generation_tokens += sample.generation_tokens
+        total.prompt_tokens += sample.prompt_tokens
+        total.preemptions += sample.preemptions
+        for i, n in enumerate(sample.spec_accepted_per_pos):
+            if i >= len(total.spec_accepted_per_pos):
+                total.spec_accepted_per_pos.append(0.0)
+            total.spec_accepted_per_pos[i] += n
+
+    def server_totals(self) -> dict[str, ServerSample]:
+        """Counter deltas summed over every sample so far, per variant (for the cross-check)."""
+        return dict(self._server_totals)
+
+    def add_event(self, event: Event) -> None:
+        self._events.append(event)
+
+    def set_health(self, health: ClientHealth) -> None:
+        """Latest client health; a saturated client marks the interval it is reported in."""
+        self._health = health
+        if health.saturated:
+            self.mark_saturated(self.interval_of(self._now))
+
+    def mark_saturated(self, interval_index: int) -> None:
+        self._saturated.add(interval_index)
+
+    # ---- time ---------------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Close every interval that ended at least ``close_delay_s`` before ``now``."""
+        self._now = max(self._now, now)
+        limit = math.floor((now - self.close_delay_s) / self.interval_s)  # intervals < limit are closable
+        while self._next_close < limit:
+            self._close(self._next_close, (self._next_close + 1) * self.interval_s)
+
+    def finish(self, now: float) -> None:
+        """Close everything up to ``now``, the last interval possibly shorter than the others."""
+        self._now = max(self._now, now)
+        last = max([self.interval_of(now), *self._open]) if self._open else self.interval_of(now)
+        while self._next_close <= last:
+            index = self._next_close
+            self._close(index, max(min((index + 1) * self.interval_s, now), index * self.interval_s))
+        self._finished = True
+
+    def _close(self, index: int, end_s: float) -> None:
+        interval = self._open.pop(index, _OpenInterval(index))
+        start_s = index * self.interval_s
+        window = end_s - start_s
+        closed = _ClosedInterval(index, start_s, end_s)
+        for key, cell in interval.measured.items():
+            closed.cells[key] = _StoredCell(
+                cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
+            )
+        self._last = self._stats([*interval.measured.items(), *interval.warmup.items()], window)
+        for cell in [*interval.measured.values(), *interval.warmup.values()]:
+            cell.release(self._pool)
+        self._closed.append(closed)
+        self._next_close = index + 1
+
+    def _add_late(self, index: int, key: Key, record: RequestRecord) -> None:
+        self.late_records += 1
+        if record.warmup:
+            return
+        closed = self._closed[index - self._closed[0].index] if self._closed else None
+        if closed is None or closed.index != index:
+            return
+        stored = closed.cells.setdefault(key, _StoredCell(Counts(), {}))
+        cell = Cell(stored.counts, {m: e.decode() for m, e in stored.hists.items()})
+        cell.add_record(record, self._pool)
+        stored.hists = {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
+
+    # ---- outputs ------------------------------------------------------------------------------
+    def snapshot(self, now: float, *, paused: bool = False, finished: bool = False) -> Snapshot:
+        if finished and not self._finished:
+            self.finish(now)
+        else:
+            self.tick(now)
+        events, self._events = tuple(self._events), []
+        return Snapshot(
+            t=now,
+            interval=self._next_close - 1,
+            cumulative=self._cumulative_stats(now),
+            last_interval=dict(self._last),
+            servers=dict(self._servers),
+            health=self._health,
+            events=events,
+            saturated_intervals=tuple(sorted(self._saturated)),
+            paused=paused,
+            finished=finished,
+            simulated=self.simulated,
+        )
+
+    def window(self, start_interval: int, end_interval: int) -> dict[str, VariantStats]:
+        """Stats over closed intervals ``start_interval..end_interval`` (inclusive), warm-up excluded."""
+        chosen = [c for c in self._closed if start_interval <= c.index <= end_interval]
+        merged: dict[Key, Cell] = {}
+        for closed in chosen:
+            for key, stored in closed.cells.items():
+                cell = merged.setdefault(key, Cell())
+                cell.counts.merge(stored.counts)
+                for metric, encoded in stored.hists.items():
+                    hist = cell.hists.get(metric)
+                    if hist is None:
+                        cell.hists[metric] = encoded.decode()
+                    else:
+                        hist.merge(encoded.decode())
+        window_s = (chosen[-1].end_s - chosen[0].start_s) if chosen else 0.0
+        return self._stats(list(merged.items()), window_s)
+
+    def iter_closed_intervals(
+        self, since: int = -1
+    ) -> Iterator[tuple[int, float, float, str, EncodedHistogram]]:
+        """Closed intervals with index > ``since``, one item per (metric, class, variant) histogram."""
+        for closed in self._closed:
+            if closed.index <= since:
+                continue
+            for (variant, prompt_class), stored in closed.cells.items():
+                for metric, encoded in stored.hists.items():
+                    yield closed.index, closed.start_s, closed.end_s, make_tag(metric, prompt_class, variant), encoded
+
+    @property
+    def last_closed_interval(self) -> int:
+        return self._next_close - 1
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Iterable[RequestRecord],
+        variants: Sequence[str],
+        classes: Sequence[str],
+        *,
+        end_t: float,
+        interval_s: float = 1.0,
+        simulated: bool = True,
+        warmup_s: float = 0.0,
+    ) -> Aggregator:
+        """Rebuild the state of a finished run from its records (replay): identical to live."""
+        agg = cls(variants, classes, interval_s=interval_s, simulated=simulated, warmup_s=warmup_s)
+        agg.add_records(records)
+        agg.finish(end_t)
+        return agg
+
+    # ---- stats building -----------------------------------------------------------------------
+    def _know(self, variant: str, prompt_class: str | None) -> None:
+        if variant not in self.variants:
+            self.variants.append(variant)
+        if prompt_class is not None and prompt_class not in self.classes:
+            self.classes.append(prompt_class)
+
+    def _fallback(self, variant: str) -> str:
+        return CountSource.SERVER.value if variant in self._server_timing else CountSource.NONE.value
+
+    def _stats(self, cells: list[tuple[Key, Cell]], window_s: float) -> dict[str, VariantStats]:
+        out: dict[str, VariantStats] = {}
+        for variant in self.variants:
+            mine = [(k[1], c) for k, c in cells if k[0] == variant]
+            rows: dict[str, ClassStats] = {}
+            total = Counts()
+            for prompt_class in self.classes:
+                group = [c for name, c in mine if name == prompt_class]
+                counts = Counts()
+                for cell in group:
+                    counts.merge(cell.counts)
+                total.merge(counts)
+                latency = percentiles_by_metric(c.hists for c in group)
+                rows[prompt_class] = class_stats(counts, latency, window_s, CountSource.NONE.value)
+            latency_all = percentiles_by_metric(c.hists for _, c in mine)
+            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, self._fallback(variant))
+            out[variant] = VariantStats(variant, rows)
+        return out
+
+    def _cumulative_stats(self, now: float) -> dict[str, VariantStats]:
+        window_s = max(0.0, now - self.warmup_s)
+        for key in self._dirty:
+            self._pct_cache[key] = percentiles_by_metric([self._cumulative[key].hists])
+            self._all_cache.pop(key[0], None)
+        self._dirty.clear()
+        out: dict[str, VariantStats] = {}
+        for variant in self.variants:
+            rows: dict[str, ClassStats] = {}
+            total = Counts()
+            for prompt_class in self.classes:
+                key = (variant, prompt_class)
+                live = self._cumulative.get(key)
+                counts = live.counts if live is not None else Counts()
+                total.merge(counts)
+                rows[prompt_class] = class_stats(
+                    counts, self._pct_cache.get(key, {}), window_s, CountSource.NONE.value
+                )
+            latency_all = self._all_cache.get(variant)
+            if latency_all is None:
+                groups = [c.hists for k, c in self._cumulative.items() if k[0] == variant]
+                latency_all = self._all_cache[variant] = percentiles_by_metric(groups)
+            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, self._fallback(variant))
+            out[variant] = VariantStats(variant, rows)
+        return out
+

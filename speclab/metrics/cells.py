@@ -1,0 +1,203 @@
+"""Accumulators for one (variant, class) over some span of time, and how they become ``ClassStats``.
+
+A ``Cell`` holds the additive counts of a set of requests (requests, errors by kind, tokens,
+speculative sums, structured-output checks) plus one latency histogram per ``Metric``. Everything
+in it merges losslessly, so intervals, windows, the cumulative view and the "all classes" row are
+all sums of cells. Rates are computed only when a ``ClassStats`` is built: ratios of sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from speclab.model.names import CountSource, Metric
+from speclab.model.records import RequestRecord
+from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
+
+from .hdr import LatencyHistogram, merged_percentiles
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value / 1000.0
+
+
+# Seconds for each latency metric of one successful record (None: not measured for it).
+METRIC_VALUES: dict[Metric, Callable[[RequestRecord], float | None]] = {
+    Metric.SCHEDULE_LAG: lambda r: r.schedule_lag,
+    Metric.TTFT: lambda r: r.ttft,
+    Metric.TTFT_CORRECTED: lambda r: r.ttft_corrected,
+    Metric.E2E: lambda r: r.e2e,
+    Metric.E2E_CORRECTED: lambda r: r.e2e_corrected,
+    Metric.TPOT: lambda r: r.tpot,
+    Metric.SERVER_QUEUE: lambda r: _ms(r.server_queue_ms),
+    Metric.SERVER_PREFILL: lambda r: _ms(r.server_prefill_ms),
+    Metric.SERVER_DECODE: lambda r: _ms(r.server_decode_ms),
+}
+
+
+def finish_time(record: RequestRecord) -> float:
+    """When a request finished: ``done``, or for a failure the last moment anything happened."""
+    for t in (record.done, record.last_token, record.first_token, record.sent):
+        if t is not None:
+            return t
+    return record.intended
+
+
+@dataclass(slots=True)
+class Counts:
+    """Additive per-request counts; every field merges by addition."""
+
+    requests: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    output_tokens: int = 0
+    spec_requests: int = 0
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    accept_histogram: list[int] = field(default_factory=list)
+    spec_exact: int = 0
+    spec_estimated: int = 0
+    structured_total: int = 0
+    structured_failed: int = 0
+    timed_exact: int = 0
+
+    def add_record(self, record: RequestRecord) -> None:
+        if not record.ok:
+            kind = record.error_kind or "cancelled"
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+            return
+        self.requests += 1
+        self.output_tokens += record.output_tokens
+        spec = record.spec
+        if spec.steps or spec.source != CountSource.NONE.value:
+            self.spec_requests += 1
+            self.steps += spec.steps
+            self.drafted += spec.drafted
+            self.accepted += spec.accepted
+            _add_into(self.accept_histogram, spec.histogram)
+            if spec.source == CountSource.EXACT.value:
+                self.spec_exact += 1
+            else:
+                self.spec_estimated += 1
+        if record.schema_valid is not None:
+            self.structured_total += 1
+            self.structured_failed += 0 if record.schema_valid else 1
+        if record.server_queue_ms is not None or record.server_decode_ms is not None:
+            self.timed_exact += 1
+
+    def merge(self, other: Counts) -> None:
+        self.requests += other.requests
+        for kind, n in other.errors.items():
+            self.errors[kind] = self.errors.get(kind, 0) + n
+        self.output_tokens += other.output_tokens
+        self.spec_requests += other.spec_requests
+        self.steps += other.steps
+        self.drafted += other.drafted
+        self.accepted += other.accepted
+        _add_into(self.accept_histogram, other.accept_histogram)
+        self.spec_exact += other.spec_exact
+        self.spec_estimated += other.spec_estimated
+        self.structured_total += other.structured_total
+        self.structured_failed += other.structured_failed
+        self.timed_exact += other.timed_exact
+
+    def copy(self) -> Counts:
+        out = Counts()
+        out.merge(self)
+        return out
+
+    @property
+    def empty(self) -> bool:
+        return self.requests == 0 and not self.errors
+
+    def acceptance(self) -> AcceptanceStats:
+        if self.spec_estimated:
+            source = CountSource.ESTIMATED.value
+        elif self.spec_exact:
+            source = CountSource.EXACT.value
+        else:
+            source = CountSource.NONE.value
+        return AcceptanceStats(
+            requests=self.spec_requests,
+            steps=self.steps,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            histogram=tuple(self.accept_histogram),
+            source=source,
+        )
+
+
+def _add_into(target: list[int], other: Sequence[int]) -> None:
+    if len(other) > len(target):
+        target.extend([0] * (len(other) - len(target)))
+    for j, n in enumerate(other):
+        target[j] += n
+
+
+class HistogramPool:
+    """Reuses cleared histograms: each one holds a 188 KB counts array."""
+
+    def __init__(self, limit: int = 512) -> None:
+        self._free: list[LatencyHistogram] = []
+        self._limit = limit
+
+    def get(self) -> LatencyHistogram:
+        return self._free.pop() if self._free else LatencyHistogram()
+
+    def put(self, hist: LatencyHistogram) -> None:
+        if len(self._free) < self._limit:
+            hist.clear()
+            self._free.append(hist)
+
+
+@dataclass(slots=True)
+class Cell:
+    """Counts and live latency histograms for one (variant, class)."""
+
+    counts: Counts = field(default_factory=Counts)
+    hists: dict[str, LatencyHistogram] = field(default_factory=dict)
+
+    def add_record(self, record: RequestRecord, pool: HistogramPool) -> None:
+        self.counts.add_record(record)
+        if not record.ok:
+            return
+        for metric, value_of in METRIC_VALUES.items():
+            seconds = value_of(record)
+            if seconds is None:
+                continue
+            hist = self.hists.get(metric.value)
+            if hist is None:
+                hist = self.hists[metric.value] = pool.get()
+            hist.record_s(seconds)
+
+    def release(self, pool: HistogramPool) -> None:
+        for hist in self.hists.values():
+            pool.put(hist)
+        self.hists.clear()
+
+
+def percentiles_by_metric(hist_groups: Iterable[dict[str, LatencyHistogram]]) -> dict[str, Percentiles]:
+    """Per metric, the percentiles of the count-wise sum over several cells' histograms."""
+    groups = list(hist_groups)
+    out: dict[str, Percentiles] = {}
+    for metric in Metric:
+        hists = [group[metric.value] for group in groups if metric.value in group]
+        if hists:
+            out[metric.value] = merged_percentiles(hists)
+    return out
+
+
+def class_stats(counts: Counts, latency: dict[str, Percentiles], window_s: float, timing_fallback: str) -> ClassStats:
+    timing = CountSource.EXACT.value if counts.timed_exact else timing_fallback
+    return ClassStats(
+        requests=counts.requests,
+        errors=dict(counts.errors),
+        output_tokens=counts.output_tokens,
+        latency=latency,
+        acceptance=counts.acceptance(),
+        structured_total=counts.structured_total,
+        structured_failed=counts.structured_failed,
+        timing_source=timing,
+        window_s=window_s,
+    )
