@@ -1,0 +1,95 @@
+"""Every command line the builder emits, parsed by vLLM 0.33.0's own `vllm serve` parser.
+
+Needs the cached parser venv built by scripts/vllm_parser_env.sh (``$SPECLAB_VLLM_VENV``, default
+``~/.cache/speclab/vllm-parser-venv``); skipped with that reason where it is absent. All command
+lines go through one subprocess so the ~7 s import is paid once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from speclab.model.lab import Lab
+from speclab.model.vllm_flags import EMITTED, OTHER_KNOWN, REMOVED, SHORT_ALIASES
+from speclab.servers.argv import build_argv, speculative_config
+
+from .labdata import DRAFTS, bundled_labs, flag_variety_labs, method_lab
+from .regen_vllm_flags import HERE, render, venv_python
+
+pytestmark = pytest.mark.vllm_parser
+
+PYTHON = venv_python()
+if not (PYTHON.parent.parent / ".speclab-ready").exists():
+    pytest.skip(
+        f"vLLM 0.33 parser venv not found at {PYTHON.parent.parent}; build it with scripts/vllm_parser_env.sh",
+        allow_module_level=True,
+    )
+
+
+def _probe(mode: str, payload: Any = None) -> Any:
+    out = subprocess.run(
+        [str(PYTHON), str(HERE / "vllm_parser_probe.py"), mode],
+        input=json.dumps(payload) if payload is not None else "",
+        capture_output=True, text=True, timeout=110, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def _all_commands() -> list[tuple[str, Lab, str]]:
+    labs = [*bundled_labs(), *(method_lab(m) for m in sorted(DRAFTS)), *flag_variety_labs()]
+    return [(f"{lab.name}/{v}", lab, v) for lab in labs for v in lab.variant_names]
+
+
+@pytest.fixture(scope="module")
+def parsed() -> dict[str, Any]:
+    commands = _all_commands()
+    argvs = [build_argv(lab, v, engine="vllm", port=8000 + i)[2:] for i, (_, lab, v) in enumerate(commands)]
+    removed = [["m", flag, "1"] for flag in sorted(REMOVED)]
+    results = _probe("parse", argvs + removed)
+    return {"commands": commands, "argvs": argvs, "results": results[: len(argvs)], "removed": results[len(argvs) :],
+            "tables": _probe("flags")}
+
+
+def test_every_emitted_argv_parses(parsed: dict[str, Any]) -> None:
+    assert len(parsed["commands"]) >= 30
+    for (label, lab, variant), argv, result in zip(parsed["commands"], parsed["argvs"], parsed["results"], strict=True):
+        assert result["ok"], f"{label}: vLLM 0.33 rejected {argv}: {result['error']}"
+        values = result["values"]
+        eff = lab.effective(variant)
+        assert values["model_tag"] == lab.target.model
+        assert values["host"] == "127.0.0.1"
+        assert values["speculative_config"] == speculative_config(lab, eff, "vllm"), label
+        assert values["enable_per_request_metrics"] is True
+        assert values["per_request_spec_decode_metrics"] == "summary"
+        assert values["enable_force_include_usage"] is True
+        assert values["enable_chunked_prefill"] == eff.enable_chunked_prefill
+        assert values["async_scheduling"] == eff.async_scheduling
+        if eff.max_num_seqs is not None:
+            assert values["max_num_seqs"] == eff.max_num_seqs
+        if eff.gpu_memory_utilization is not None:
+            assert values["gpu_memory_utilization"] == pytest.approx(eff.gpu_memory_utilization)
+
+
+def test_removed_flags_are_rejected(parsed: dict[str, Any]) -> None:
+    for flag, result in zip(sorted(REMOVED), parsed["removed"], strict=True):
+        assert not result["ok"] and result["code"] == 2, flag
+        assert "unrecognized arguments" in " ".join(result["error"]), flag
+
+
+def test_committed_flag_tables_match_the_parser(parsed: dict[str, Any]) -> None:
+    tables = parsed["tables"]
+    for flag, takes_value in EMITTED.items():
+        assert tables["flags"].get(flag) == takes_value, flag
+    assert not REMOVED & set(tables["flags"])
+    assert {k: v for k, v in tables["flags"].items() if k not in EMITTED and k != "--help"} == {**OTHER_KNOWN}
+    assert {k: v for k, v in tables["aliases"].items() if k != "-h"} == SHORT_ALIASES
+    # the generated block is exactly what the regenerator writes now
+    source = (Path(__file__).resolve().parents[2] / "speclab/model/vllm_flags.py").read_text()
+    assert render(tables, set(EMITTED)) in source
