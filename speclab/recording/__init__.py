@@ -1,0 +1,18 @@
+"""Recordings: write a run to disk incrementally, read it back, replay it, compare two, refire one."""
+
+from __future__ import annotations
+
+from .compare import compare_recordings, render_markdown, write_comparison
+from .reader import Recording
+from .replay import ReplaySource, replay_final_snapshot
+from .writer import RecordingWriter
+
+__all__ = [
+    "Recording",
+    "RecordingWriter",
+    "ReplaySource",
+    "compare_recordings",
+    "render_markdown",
+    "replay_final_snapshot",
+    "write_comparison",
+]

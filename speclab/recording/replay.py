@@ -1,0 +1,261 @@
+"""Replay: a recording re-fed through a fresh metrics Aggregator on its recorded timeline.
+
+``ReplaySource`` is a ``SnapshotSource`` (not ``LiveControls``): the UI cannot tell it from a live
+run except by ``info.replay``. It adds playback controls for the replay bar: ``play()``,
+``pause()``, ``set_speed(x)`` (0.25×–16×), ``seek(t)``, ``duration``, ``position``, ``playing``,
+``speed``. Seeking backwards rebuilds the aggregator from the start; records are sorted by finish
+time so each step feeds a bisected slice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.cells import finish_time
+from speclab.model.names import SNAPSHOT_HZ
+from speclab.model.snapshot import Snapshot
+from speclab.session.api import ServerView, SessionInfo
+
+from . import layout
+from .reader import Recording
+
+MIN_SPEED = 0.25
+MAX_SPEED = 16.0
+LOG_TAIL_LINES = 40
+
+
+class ReplayFeeder:
+    """Feeds a recording into an Aggregator up to a position, as the live session fed it.
+
+    The aggregator bins records by finish time and closes intervals on ``tick``, so feeding every
+    item up to ``t`` in one go and ticking once gives the state live had at ``t``.
+    """
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+        self._finish = [finish_time(r) for r in recording.records]
+        self._sample_t = [s.t for s in recording.samples]
+        self._event_t = [e.t for e in recording.events]
+        self.reset()
+
+    def reset(self) -> None:
+        rec = self.recording
+        self.aggregator = Aggregator(
+            rec.variants, rec.classes, interval_s=rec.interval_s, simulated=rec.simulated, warmup_s=rec.warmup_s
+        )
+        self.position = 0.0
+        self._r = self._s = self._e = 0
+
+    def advance(self, t: float, *, include_rest: bool = False) -> Aggregator:
+        """Everything that finished at or before ``t`` fed (everything, with ``include_rest``)."""
+        if t < self.position:
+            self.reset()
+        limit = math.inf if include_rest else t
+        rec, agg = self.recording, self.aggregator
+        s_end = bisect.bisect_right(self._sample_t, limit)
+        for sample in rec.samples[self._s : s_end]:
+            agg.add_server_sample(sample)
+        e_end = bisect.bisect_right(self._event_t, limit)
+        for event in rec.events[self._e : e_end]:
+            if event.kind == layout.SATURATED_EVENT and isinstance(event.data.get("interval"), int):
+                agg.mark_saturated(event.data["interval"])
+            agg.add_event(event)
+        r_end = bisect.bisect_right(self._finish, limit)
+        if r_end > self._r:
+            agg.add_records(rec.records[self._r : r_end])
+        self._r, self._s, self._e = r_end, s_end, e_end
+        agg.tick(t)
+        self.position = t
+        return agg
+
+
+def replay_final_snapshot(recording: Recording) -> Snapshot:
+    """The end-of-run snapshot computed at once (``speclab replay NAME --report DIR``)."""
+    end = recording.end_time
+    aggregator = ReplayFeeder(recording).advance(end, include_rest=recording.complete)
+    return aggregator.snapshot(end, finished=True)
+
+
+def session_info(recording: Recording) -> SessionInfo:
+    m = recording.manifest
+    return SessionInfo(
+        lab=str(m.get("lab", "")),
+        scenario=str(m.get("scenario", "")),
+        variants=tuple(recording.variants),
+        classes=tuple(recording.classes),
+        simulated=recording.simulated,
+        pair={str(k): str(v) for k, v in (m.get("pair") or {}).items()},
+        arrival=dict(m.get("arrival") or {}),
+        replay=True,
+    )
+
+
+def _log_tail(path: Path) -> tuple[str, ...]:
+    if not path.is_file():
+        return ()
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return tuple(line.rstrip("\n") for line in fh.readlines()[-LOG_TAIL_LINES:])
+
+
+def server_views(recording: Recording) -> dict[str, ServerView]:
+    """The servers as the manifest describes them (``manifest["servers"][variant]``), with log tails."""
+    described = recording.manifest.get("servers") or {}
+    out: dict[str, ServerView] = {}
+    for variant in recording.variants:
+        facts = described.get(variant) or {}
+        out[variant] = ServerView(
+            variant=variant,
+            status="stopped",
+            command=str(facts.get("command", "")),
+            base_url=str(facts.get("base_url", "")),
+            engine=str(facts.get("engine", "sim" if recording.simulated else "vllm")),
+            settings=dict(facts.get("settings") or {}),
+            memory={k: float(v) for k, v in (facts.get("memory") or {}).items() if isinstance(v, (int, float))},
+            log_tail=_log_tail(recording.path / layout.log_file(variant)),
+            baseline=bool(facts.get("baseline", False)),
+        )
+    return out
+
+
+class ReplaySource:
+    """Snapshots at 4 Hz of replay time with play/pause, speed and seek (the replay bar's hooks).
+
+    With ``hold_at_end`` (the default, for the app) the stream stays open after the finished
+    snapshot so a seek can resume it; it ends on ``stop()``. Without it the stream ends there.
+    ``clock`` and ``sleep`` are injectable for tests on a fake clock.
+    """
+
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        speed: float = 1.0,
+        playing: bool = True,
+        hold_at_end: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        hz: float = SNAPSHOT_HZ,
+    ) -> None:
+        self.recording = recording
+        self.info = session_info(recording)
+        self.hold_at_end = hold_at_end
+        self._feeder = ReplayFeeder(recording)
+        self._clock = clock
+        self._sleep = sleep
+        self._period = 1.0 / hz
+        self._speed = _clamp_speed(speed)
+        self._pos = 0.0
+        self._anchor = clock()
+        self._playing = playing
+        self._stopped = False
+        self._wake: asyncio.Event | None = None
+        self._servers = server_views(recording)
+
+    @property
+    def duration(self) -> float:
+        return self.recording.end_time
+
+    @property
+    def position(self) -> float:
+        if not self._playing:
+            return self._pos
+        return min(self.duration, self._pos + (self._clock() - self._anchor) * self._speed)
+
+    @property
+    def playing(self) -> bool:
+        return self._playing and self.position < self.duration
+
+    @property
+    def speed(self) -> float:
+        return self._speed
+
+    @property
+    def finished(self) -> bool:
+        return self.position >= self.duration
+
+    def _settle(self) -> None:
+        self._pos = self.position
+        self._anchor = self._clock()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def play(self) -> None:
+        self._settle()
+        if self._pos >= self.duration:
+            self._pos = 0.0
+        self._playing = True
+        self._poke()
+
+    def pause(self) -> None:
+        self._settle()
+        self._playing = False
+        self._poke()
+
+    def toggle(self) -> None:
+        self.pause() if self.playing else self.play()
+
+    def set_speed(self, speed: float) -> float:
+        self._settle()
+        self._speed = _clamp_speed(speed)
+        self._poke()
+        return self._speed
+
+    def seek(self, t: float) -> float:
+        self._settle()
+        self._pos = min(max(0.0, float(t)), self.duration)
+        self._poke()
+        return self._pos
+
+    def frame(self) -> Snapshot:
+        """The snapshot at the current position (feeding or rebuilding the aggregator as needed)."""
+        position = self.position
+        finished = position >= self.duration
+        if finished and self._playing:
+            self._pos, self._playing = self.duration, False
+        aggregator = self._feeder.advance(position, include_rest=finished and self.recording.complete)
+        return aggregator.snapshot(position, paused=not self._playing and not finished, finished=finished)
+
+    async def snapshots(self) -> AsyncIterator[Snapshot]:
+        self._wake = asyncio.Event()
+        shown: tuple[float, bool] | None = None
+        while not self._stopped:
+            state = (self.position, self._playing)
+            if state != shown:
+                snapshot = self.frame()
+                shown = (snapshot.t, self._playing)
+                yield snapshot
+                if snapshot.finished and not self.hold_at_end:
+                    return
+            await self._wait()
+
+    async def _wait(self) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        sleeper = asyncio.ensure_future(self._sleep(self._period))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waker):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(sleeper, waker, return_exceptions=True)
+
+    def servers(self) -> dict[str, ServerView]:
+        return self._servers
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._poke()
+
+
+def _clamp_speed(speed: float) -> float:
+    return min(MAX_SPEED, max(MIN_SPEED, float(speed)))

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+import pytest
+
+from speclab.model.snapshot import ALL_CLASSES
+from speclab.recording import Recording, ReplaySource, replay_final_snapshot
+from speclab.recording.reader import finish_time
+from speclab.recording.replay import ReplayFeeder
+from speclab.session.api import SnapshotSource
+
+from . import synth
+from .live_run import END_S, record_live
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    path = tmp_path_factory.mktemp("rec") / "run"
+    final = record_live(path)
+    return path, final
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_replay_report_equals_live_final_numbers(recorded: tuple[Path, object]) -> None:
+    path, live = recorded
+    rec = Recording.open(path)
+    assert rec.complete and rec.warnings == []
+    replayed = replay_final_snapshot(rec)
+    assert replayed.finished and replayed.t == END_S
+    assert replayed.cumulative == live.cumulative  # type: ignore[attr-defined]
+    assert replayed.saturated_intervals == live.saturated_intervals == (4,)  # type: ignore[attr-defined]
+    k2 = replayed.cumulative["k2"].classes
+    assert k2["qa"].acceptance.steps > 0 and k2[ALL_CLASSES].acceptance.accepted == sum(
+        k2[c].acceptance.accepted for c in synth.CLASSES
+    )
+    assert k2["tool"].structured_total > 0 and k2["tool"].errors
+
+
+def test_replay_source_play_pause_speed_seek_on_fake_clock(recorded: tuple[Path, object]) -> None:
+    rec = Recording.open(recorded[0])
+    clock = FakeClock()
+    source = ReplaySource(rec, clock=clock)
+    assert isinstance(source, SnapshotSource) and source.info.replay
+    assert source.duration == END_S
+    clock.now += 2.0
+    assert source.frame().t == pytest.approx(2.0)
+    assert source.set_speed(4) == 4
+    clock.now += 1.0
+    assert source.position == pytest.approx(6.0)
+    source.pause()
+    clock.now += 5.0
+    paused = source.frame()
+    assert paused.t == pytest.approx(6.0) and paused.paused and not paused.finished
+    # Seeking backwards rebuilds: the numbers equal a fresh feed up to the same time.
+    at = source.seek(3.0)
+    snap = source.frame()
+    fresh = ReplayFeeder(rec).advance(at).snapshot(at)
+    assert snap.cumulative == fresh.cumulative
+    expected = sum(1 for r in rec.records if finish_time(r) <= 3.0 and r.ok and not r.warmup and r.variant == "k2")
+    assert snap.cumulative["k2"].total.requests == expected
+    assert source.set_speed(100) == 16 and source.set_speed(0.01) == 0.25
+    source.set_speed(16)
+    source.play()
+    clock.now += 10.0
+    end = source.frame()
+    assert end.finished and end.t == END_S and not source.playing
+    assert end.cumulative == replay_final_snapshot(rec).cumulative
+    source.play()  # play at the end starts over
+    assert source.position == 0.0
+
+
+async def test_snapshot_stream_at_4hz_of_replay_time(recorded: tuple[Path, object]) -> None:
+    rec = Recording.open(recorded[0])
+    clock = FakeClock()
+
+    async def fake_sleep(dt: float) -> None:
+        clock.now += dt
+        await asyncio.sleep(0)
+
+    source = ReplaySource(rec, clock=clock, sleep=fake_sleep, speed=2.0, hold_at_end=False)
+    times = [snap.t async for snap in source.snapshots()]
+    assert times[0] == 0.0 and times[-1] == END_S
+    steps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(step == pytest.approx(0.5) for step in steps[:-1])  # 0.25 s of wall time at 2x
+
+
+async def test_stream_holds_at_end_until_seek_or_stop(recorded: tuple[Path, object]) -> None:
+    rec = Recording.open(recorded[0])
+    clock = FakeClock()
+
+    async def fake_sleep(dt: float) -> None:
+        clock.now += dt
+        await asyncio.sleep(0)
+
+    source = ReplaySource(rec, clock=clock, sleep=fake_sleep, speed=16.0)
+    seen = []
+    async for snap in source.snapshots():
+        seen.append(snap)
+        if snap.finished and len([s for s in seen if s.finished]) == 1:
+            source.seek(1.0)
+            source.pause()
+        elif len(seen) > 3 and seen[-2].finished:
+            await source.stop()
+    assert [s.finished for s in seen].count(True) == 1
+    assert seen[-1].t == 1.0 and seen[-1].paused
