@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
 from .errors import InputError
 
@@ -141,10 +142,8 @@ def _partial(model: type[_Strict]) -> Any:
     """The same table with every key optional, keeping each key's constraints."""
     fields: dict[str, Any] = {}
     for name, info in model.model_fields.items():
-        annotation: Any = info.annotation
-        if info.metadata:
-            annotation = Annotated[(annotation, *info.metadata)]
-        fields[name] = (Optional[annotation], None)
+        optional = FieldInfo.merge_field_infos(info, default=None, default_factory=None)
+        fields[name] = (Optional[info.annotation], optional)
     return create_model(f"{model.__name__}Override", __config__=ConfigDict(extra="forbid"), **fields)
 
 

@@ -1,0 +1,127 @@
+"""The canary slice (exit 16): rejection rate per class, its per-interval spikes, and complaints.
+
+A mean rejection rate can look healthy while single intervals spike — the signal that a draft
+version or a routing change went wrong for one class. Requests belong to the interval in which
+they finished (CONVENTIONS.md); rates are ratios of sums. Intervals with too few drafted tokens
+are not judged for spikes, since a handful of drafts makes any rate look extreme.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from speclab.model.gates import AcceptanceFloors, CanaryGate
+from speclab.model.names import INTERVAL_S
+from speclab.model.records import RequestRecord
+from speclab.model.snapshot import ALL_CLASSES, AcceptanceStats
+
+from .latency import acceptance_floor_failures
+from .result import CANARY, StageResult
+
+
+@dataclass(slots=True)
+class RejectionSeries:
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    requests: int = 0
+    per_interval: dict[int, tuple[int, int]] = field(default_factory=dict)  # interval -> (drafted, accepted)
+
+    @property
+    def rejection_pct(self) -> float | None:
+        return 100.0 * (1.0 - self.accepted / self.drafted) if self.drafted else None
+
+    def interval_rejection_pct(self, min_drafted: int) -> dict[int, float]:
+        return {i: 100.0 * (1.0 - a / d) for i, (d, a) in sorted(self.per_interval.items()) if d >= min_drafted}
+
+    def acceptance(self) -> AcceptanceStats:
+        return AcceptanceStats(requests=self.requests, steps=self.steps, drafted=self.drafted, accepted=self.accepted)
+
+
+def rejection_series(
+    records: Iterable[RequestRecord], interval_s: float = INTERVAL_S
+) -> tuple[dict[str, dict[str, RejectionSeries]], dict[str, tuple[int, int]]]:
+    """(variant -> class and ``"all"`` -> series, variant -> (errors, attempted))."""
+    series: dict[str, dict[str, RejectionSeries]] = {}
+    errors: dict[str, tuple[int, int]] = {}
+    for record in records:
+        if record.warmup:
+            continue
+        failed, attempted = errors.get(record.variant, (0, 0))
+        errors[record.variant] = (failed + (not record.ok), attempted + 1)
+        if not record.ok or record.done is None or record.spec.drafted == 0:
+            continue
+        interval = math.floor(record.done / interval_s)
+        per_class = series.setdefault(record.variant, {})
+        for key in (record.prompt_class, ALL_CLASSES):
+            row = per_class.setdefault(key, RejectionSeries())
+            row.steps += record.spec.steps
+            row.drafted += record.spec.drafted
+            row.accepted += record.spec.accepted
+            row.requests += 1
+            d, a = row.per_interval.get(interval, (0, 0))
+            row.per_interval[interval] = (d + record.spec.drafted, a + record.spec.accepted)
+    return series, errors
+
+
+def evaluate_canary(
+    settings: CanaryGate,
+    floors: AcceptanceFloors,
+    baseline: str,
+    records: Iterable[RequestRecord],
+    interval_s: float = INTERVAL_S,
+) -> StageResult:
+    """Rejection-rate ceiling and spike limit per class of every speculative variant, error rate of all."""
+    series, errors = rejection_series(records, interval_s)
+    failures: list[str] = []
+    details: list[str] = []
+    spikes: dict[str, dict[str, float]] = {}
+    for variant, (failed, attempted) in sorted(errors.items()):
+        pct = 100.0 * failed / attempted if attempted else 0.0
+        line = f"{variant}: {failed}/{attempted} canary requests failed ({pct:.1f}%)"
+        (failures if pct > settings.max_error_rate_pct else details).append(
+            line + (f", above {settings.max_error_rate_pct}%" if pct > settings.max_error_rate_pct else "")
+        )
+    for variant in sorted(v for v in errors if v != baseline):
+        per_class = series.get(variant, {})
+        if not per_class:
+            failures.append(f"{variant}: no speculative counts in the canary (no drafts reported)")
+            continue
+        for prompt_class, row in sorted(per_class.items(), key=lambda kv: (kv[0] == ALL_CLASSES, kv[0])):
+            rate = row.rejection_pct
+            if rate is None:
+                continue
+            by_interval = row.interval_rejection_pct(settings.min_interval_drafted)
+            label = f"{variant} {prompt_class}"
+            line = f"{label}: rejection rate {rate:.1f}% over {row.drafted} drafted tokens"
+            if rate > settings.max_rejection_rate_pct:
+                failures.append(f"{line}: above the {settings.max_rejection_rate_pct}% ceiling")
+            else:
+                details.append(line)
+            if by_interval:
+                worst = max(by_interval, key=by_interval.__getitem__)
+                spike = by_interval[worst] - rate
+                spikes.setdefault(variant, {})[prompt_class] = spike
+                spike_line = (
+                    f"{label}: worst interval {worst} at {by_interval[worst]:.1f}% rejection, "
+                    f"{spike:+.1f} points over the mean (limit {settings.max_spike_points}, {len(by_interval)} intervals judged)"
+                )
+                if spike > settings.max_spike_points:
+                    failures.append(f"{spike_line}: rejection spike")
+                else:
+                    details.append(spike_line)
+        acceptance = {c: r.acceptance() for c, r in per_class.items() if c != ALL_CLASSES}
+        floor_failures, floor_details = acceptance_floor_failures(variant, acceptance, floors)
+        failures.extend(floor_failures)
+        details.extend(floor_details)
+    metrics = {
+        "rejection_pct": {v: {c: r.rejection_pct for c, r in per.items()} for v, per in series.items()},
+        "spike_points": spikes,
+    }
+    summary = (
+        f"canary: {len(failures)} problems" if failures
+        else "canary: rejection rate and its spikes within limits for every class"
+    )
+    return StageResult.of(CANARY, failures, summary, details, metrics)
