@@ -79,7 +79,7 @@ class EngineLoop:
         arrival = self.arrival_time()
         stream = RequestStream(request_id, arrival, len(prompt_ids), sampling.max_tokens)
         self.engine.add_request(EngineRequest(request_id, list(prompt_ids), sampling, arrival, priority))
-        self._streams[request_id] = stream
+        self._streams[request_id] = stream  # only once the engine has accepted it
         self._wake.set()
         return stream
 

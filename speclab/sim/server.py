@@ -19,6 +19,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from speclab.model.errors import InputError
+
 from . import logs
 from .api import EngineCore, RequestOutput
 from .cli import ServerArgs
@@ -152,6 +154,8 @@ class SimServer:
             stream = self.loop.submit(rid, parsed.prompt_ids, parsed.sampling, parsed.priority)
         except EngineDeadError as exc:
             return _json(error_body(f"EngineCore encountered an issue: {exc}", "InternalServerError", 500), 500)
+        except InputError as exc:  # the engine refuses the request (e.g. RequestRejectedError)
+            return _json(error_body(str(exc), "BadRequestError", 400), 400)
         streamer = _Streamer(self, request, parsed, stream, plan, chat, self.served[0]) if parsed.stream else None
         try:
             if streamer is not None:

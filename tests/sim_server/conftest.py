@@ -1,0 +1,86 @@
+"""Simulator processes for the server tests: started once per session on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# The server over the fake engine until the real engine core (speclab/sim/engine.py) is in use.
+SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "tests.sim_server.fake_main")
+SPEC_ARGS = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}',
+             "--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SimProcess:
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self.argv = [sys.executable, "-m", SIM_MODULE, *args, "--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})})
+
+    def wait_ready(self, timeout: float = 20.0) -> SimProcess:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"simulator exited {self.proc.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"simulator not ready in {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+def start_sim(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None) -> SimProcess:
+    return SimProcess(args, tmp / f"{name}.log", env).wait_ready()
+
+
+@pytest.fixture(scope="session")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    """sim-8b with ngram speculation (k=3) and every per-request metric switched on."""
+    proc = start_sim(["sim-8b", *SPEC_ARGS], tmp_path_factory.mktemp("sim"), "spec")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def sim_plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    """sim-8b without speculation and without per-request metrics (vLLM's defaults)."""
+    proc = start_sim(["sim-8b", "--served-model-name", "plain-8b", "alias"], tmp_path_factory.mktemp("sim"), "plain")
+    yield proc
+    proc.stop()
