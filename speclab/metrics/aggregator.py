@@ -82,7 +82,6 @@ class Aggregator:
         self._health = ClientHealth()
         self._saturated: set[int] = set()
         self._now = 0.0
-        self._finished = False
         self.late_records = 0
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -157,7 +156,6 @@ class Aggregator:
         while self._next_close <= last:
             index = self._next_close
             self._close(index, max(min((index + 1) * self.interval_s, now), index * self.interval_s))
-        self._finished = True
 
     def _close(self, index: int, end_s: float) -> None:
         interval = self._open.pop(index, _OpenInterval(index))
@@ -188,7 +186,7 @@ class Aggregator:
 
     # ---- outputs ------------------------------------------------------------------------------
     def snapshot(self, now: float, *, paused: bool = False, finished: bool = False) -> Snapshot:
-        if finished and not self._finished:
+        if finished:
             self.finish(now)
         else:
             self.tick(now)
