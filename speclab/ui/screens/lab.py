@@ -1,0 +1,400 @@
+"""The lab screen: five tabs over one snapshot stream, and every key the lab answers to.
+
+The screen owns the view options (selected variant and class, corrected or not, spectrum layout)
+and the control flows (dialogs, confirmation, the call to ``LiveControls``). Rendering is in
+place: widgets are created once in ``compose`` and ``refresh_view`` hands them new data, painting
+only the tab that is showing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+
+from speclab.model.errors import SpeclabError
+from speclab.model.names import CORRECTED, Metric
+from speclab.model.snapshot import ALL_CLASSES, ClassStats
+from speclab.session.api import LiveControls, SnapshotSource
+from speclab.ui.messages import ControlApplied
+from speclab.ui.replay import ReplayControls
+from speclab.ui.screens.dialogs import ConfirmDialog, NumberDialog
+from speclab.ui.screens.help import HelpRow, HelpScreen
+from speclab.ui.screens.relaunch import RelaunchDialog, current_settings, describe_changes
+from speclab.ui.state import LabState, config_label
+from speclab.ui.widgets.ab import ABTable
+from speclab.ui.widgets.acceptance import AcceptanceDetail, AcceptanceTable
+from speclab.ui.widgets.breakdown import Breakdown, breakdown_row
+from speclab.ui.widgets.replay_bar import ReplayBar
+from speclab.ui.widgets.servers import MemoryTable, ServerCard
+from speclab.ui.widgets.spectrum import LAYOUTS, Curve, Layout, SpectrumChart
+from speclab.ui.widgets.status import StatusBar, StatusLine
+from speclab.ui.widgets.timeseries import TimeSeries
+
+SPECTRA: tuple[tuple[Metric, str], ...] = (
+    (Metric.E2E, "e2e"),
+    (Metric.TTFT, "TTFT"),
+    (Metric.SERVER_QUEUE, "server queue"),
+    (Metric.SERVER_PREFILL, "prefill"),
+    (Metric.SERVER_DECODE, "decode"),
+    (Metric.TPOT, "TPOT"),
+)
+SERVER_METRICS = {Metric.SERVER_QUEUE, Metric.SERVER_PREFILL, Metric.SERVER_DECODE}
+PALETTE = ("grey85", "cyan", "magenta", "green3", "orange1", "dodger_blue2")
+TABS = ("latency", "acceptance", "series", "servers", "ab")
+CONTROL_ACTIONS = {"set_rate", "set_concurrency", "relaunch"}
+REPLAY_ACTIONS = {"replay_speed", "replay_seek"}
+SOURCE_LABEL = {
+    "exact": "exact per-request",
+    "server": "server /metrics, aggregate",
+    "estimated": "estimated",
+    "none": "no source",
+}
+NO_CONTROLS = "replay: there is no live traffic to control"
+
+
+@dataclass(slots=True)
+class ViewOptions:
+    variant: str
+    prompt_class: str = ALL_CLASSES
+    corrected: bool = True
+    layout: Layout = "overlay"
+    stat: str = "p50"
+
+
+class LabScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "app.quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("space", "toggle_pause", "Pause", tooltip="Pause or resume traffic (replay: playback)"),
+        Binding("r", "set_rate", "Rate"),
+        Binding("n", "set_concurrency", "Concurrency"),
+        Binding("e", "relaunch", "Relaunch"),
+        Binding("c", "toggle_corrected", "Corrected"),
+        Binding("v", "next_variant", "Variant"),
+        Binding("p", "next_class", "Class"),
+        Binding("o", "cycle_layout", "Layout"),
+        Binding("m", "toggle_stat", "p50/mean", show=False),
+        Binding("1", "show_tab('latency')", "Latency", show=False),
+        Binding("2", "show_tab('acceptance')", "Acceptance", show=False),
+        Binding("3", "show_tab('series')", "Time series", show=False),
+        Binding("4", "show_tab('servers')", "Servers", show=False),
+        Binding("5", "show_tab('ab')", "A/B", show=False),
+        Binding("left_square_bracket", "replay_speed(0.5)", "Slower", key_display="["),
+        Binding("right_square_bracket", "replay_speed(2.0)", "Faster", key_display="]"),
+        Binding("comma", "replay_seek(-10)", "-10 s", key_display=","),
+        Binding("full_stop", "replay_seek(10)", "+10 s", key_display="."),
+    ]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 (Textual declares it unannotated)
+
+    def __init__(
+        self,
+        source: SnapshotSource,
+        controls: LiveControls | None,
+        replay: ReplayControls | None,
+        state: LabState,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.controls = controls
+        self.replay = replay
+        self.state = state
+        info = source.info
+        self.variant_colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(info.variants)}
+        speculative = [v for v in info.variants if v != state.baseline]
+        self.view = ViewOptions(variant=(speculative or list(info.variants) or [""])[0])
+        self.status = StatusLine(info, controls="live" if controls else NO_CONTROLS)
+        self.traffic_paused = False
+
+    def compose(self) -> ComposeResult:
+        info = self.source.info
+        yield StatusBar(self.status, id="status")
+        with TabbedContent(initial="latency", id="tabs"):
+            with TabPane("1 Latency", id="latency"), VerticalScroll():
+                with Grid(id="spectra"):
+                    for metric, _ in SPECTRA:
+                        yield SpectrumChart(id=f"spec-{metric.value}")
+                yield Breakdown(id="breakdown")
+            with TabPane("2 Acceptance", id="acceptance"), VerticalScroll():
+                yield AcceptanceTable(id="acc-table")
+                yield AcceptanceDetail(id="acc-detail")
+            with TabPane("3 Time series", id="series"), VerticalScroll():
+                yield TimeSeries(self.state, self.variant_colors, id="timeseries")
+            with TabPane("4 Servers", id="servers"), VerticalScroll():
+                for variant in info.variants:
+                    yield ServerCard(variant, id=f"server-{variant}")
+                yield Static("memory", classes="section-title")
+                yield MemoryTable(id="memory")
+            with TabPane("5 A/B", id="ab"), VerticalScroll():
+                yield Static("", id="ab-title")
+                yield ABTable(id="ab-table")
+                yield Static("", id="ab-note", classes="note")
+        if self.replay is not None:
+            yield ReplayBar(self.replay, id="replay-bar")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.refresh_view()
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def refresh_view(self) -> None:
+        """Repaint the status lines and the tab that is showing from the app's state."""
+        self.status.snapshot = self.state.latest
+        self.status.variant = self.view.variant
+        self.status.prompt_class = self.view.prompt_class
+        self.status.corrected = self.view.corrected
+        self.query_one(StatusBar).refresh()
+        if self.replay is not None:
+            self.query_one(ReplayBar).refresh()
+        tab = self.query_one(TabbedContent).active
+        if tab == "latency":
+            self._show_latency()
+        elif tab == "acceptance":
+            self._show_acceptance()
+        elif tab == "series":
+            self.query_one(TimeSeries).show(self.view.corrected)
+        elif tab == "servers":
+            self._show_servers()
+        elif tab == "ab":
+            self._show_ab()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.refresh_view()
+
+    def _class_stats(self, variant: str, cls: str) -> ClassStats | None:
+        snap = self.state.latest
+        if snap is None or variant not in snap.cumulative:
+            return None
+        return snap.cumulative[variant].classes.get(cls)
+
+    def _show_latency(self) -> None:
+        view, info = self.view, self.source.info
+        sim = " · simulated" if (self.state.latest.simulated if self.state.latest else info.simulated) else ""
+        for metric, title in SPECTRA:
+            shown = CORRECTED.get(metric, metric) if view.corrected else metric
+            curves = []
+            for variant in info.variants:
+                stats = self._class_stats(variant, view.prompt_class)
+                pct = stats.latency.get(shown.value) if stats else None
+                if pct is not None and pct.values:
+                    curves.append(Curve(variant, pct.values, self.variant_colors[variant], variant == view.variant))
+            if metric in CORRECTED:
+                source = "corrected" if view.corrected else "uncorrected"
+            elif metric in SERVER_METRICS:
+                stats = self._class_stats(view.variant, view.prompt_class)
+                source = SOURCE_LABEL.get(stats.timing_source if stats else "none", "no source")
+            else:
+                source = "client, per token"
+            chart = self.query_one(f"#spec-{metric.value}", SpectrumChart)
+            chart.show(f"{title} · {view.prompt_class}", f"{source}{sim}", curves, view.layout)
+        rows = []
+        for cls in (*info.classes, ALL_CLASSES):
+            stats = self._class_stats(view.variant, cls)
+            if stats is not None:
+                rows.append(breakdown_row(cls, stats, view.stat))
+        total = self._class_stats(view.variant, ALL_CLASSES)
+        timing = SOURCE_LABEL.get(total.timing_source if total else "none", "no source")
+        self.query_one(Breakdown).show(
+            f"where the time goes · {view.variant} · {view.stat} of each part (m)",
+            f"server timing: {timing}{sim}",
+            rows,
+        )
+
+    def _show_acceptance(self) -> None:
+        snap = self.state.latest
+        if snap is None:
+            return
+        info = self.source.info
+        self.query_one(AcceptanceTable).show(snap, info.variants, info.classes)
+        stats = self._class_stats(self.view.variant, self.view.prompt_class)
+        if stats is not None:
+            self.query_one(AcceptanceDetail).show(f"{self.view.variant} · {self.view.prompt_class}", stats.acceptance)
+
+    def _show_servers(self) -> None:
+        views = self.source.servers()
+        samples = self.state.latest.servers if self.state.latest else {}
+        for variant in self.source.info.variants:
+            self.query_one(f"#server-{variant}", ServerCard).show(views.get(variant), samples.get(variant))
+        self.query_one(MemoryTable).show(views, self.state.baseline)
+
+    def _show_ab(self) -> None:
+        variant = self.view.variant
+        current = self.state.windows.get(variant)
+        previous = self.state.previous.get(variant)
+        title = self.query_one("#ab-title", Static)
+        note = self.query_one("#ab-note", Static)
+        if variant == self.state.baseline:
+            title.update(f"{variant} is the baseline — press v to pick a speculative variant to compare")
+        else:
+            prev = (
+                f"previous {config_label(previous.config)} (t {previous.start_t:.0f}–{previous.end_t or 0:.0f} s)"
+                if previous
+                else "no relaunch yet, so no previous config"
+            )
+            cur = f"current {config_label(current.config)} (since t {current.start_t:.0f} s)" if current else ""
+            title.update(f"{variant}: {prev}  →  {cur}")
+        note.update(
+            "Each window is compared with the baseline over the same intervals (same traffic). "
+            "Means are exact over the window; percentiles do not add across intervals, so the p99 "
+            "row is the worst 1 s interval."
+        )
+        self.query_one(ABTable).show(previous, current, self.view.corrected)
+
+    # -- view actions ------------------------------------------------------------------------
+
+    def action_toggle_corrected(self) -> None:
+        self.view.corrected = not self.view.corrected
+        self.refresh_view()
+
+    def action_next_variant(self) -> None:
+        self.view.variant = _next(self.source.info.variants, self.view.variant)
+        self.refresh_view()
+
+    def action_next_class(self) -> None:
+        self.view.prompt_class = _next((ALL_CLASSES, *self.source.info.classes), self.view.prompt_class)
+        self.refresh_view()
+
+    def action_cycle_layout(self) -> None:
+        self.view.layout = _next(LAYOUTS, self.view.layout)
+        self.refresh_view()
+
+    def action_toggle_stat(self) -> None:
+        self.view.stat = "mean" if self.view.stat == "p50" else "p50"
+        self.refresh_view()
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def select(self, variant: str, prompt_class: str) -> None:
+        if variant in self.source.info.variants:
+            self.view.variant = variant
+        if prompt_class in (ALL_CLASSES, *self.source.info.classes):
+            self.view.prompt_class = prompt_class
+        self.refresh_view()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if isinstance(event.data_table, AcceptanceTable) and event.row_key.value:
+            variant, _, cls = event.row_key.value.partition("/")
+            self.select(variant, cls)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.help_rows()))
+
+    def help_rows(self) -> list[HelpRow]:
+        rows: list[HelpRow] = []
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            action, _, _ = binding.action.partition("(")
+            allowed = self.check_action(action, ())
+            if allowed is False:
+                continue
+            why = "" if allowed else NO_CONTROLS
+            rows.append((binding.key_display or binding.key, binding.description, why))
+        rows.append(("ctrl+p", "Command palette", ""))
+        return rows
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in CONTROL_ACTIONS and self.controls is None:
+            return None
+        if action == "toggle_pause" and self.controls is None and self.replay is None:
+            return None
+        return not (action in REPLAY_ACTIONS and self.replay is None)
+
+    # -- controls ----------------------------------------------------------------------------
+
+    async def _call(self, action: str, call: Awaitable[None], detail: str) -> bool:
+        try:
+            await call
+        except SpeclabError as error:
+            self.post_message(ControlApplied(action, str(error), ok=False))
+            self.notify(str(error), title=f"{action} failed", severity="error")
+            return False
+        self.post_message(ControlApplied(action, detail))
+        self.notify(detail, title=action)
+        return True
+
+    async def action_toggle_pause(self) -> None:
+        if self.controls is not None:
+            if self.traffic_paused:
+                if await self._call("resume", self.controls.resume(), "traffic resumed"):
+                    self.traffic_paused = False
+            elif await self._call("pause", self.controls.pause(), "traffic paused"):
+                self.traffic_paused = True
+        elif self.replay is not None:
+            playing = self.replay.playing
+            call = self.replay.pause() if playing else self.replay.play()
+            await self._call("replay", call, "playback paused" if playing else "playback resumed")
+            self.refresh_view()
+
+    async def action_replay_speed(self, factor: float) -> None:
+        if self.replay is not None:
+            speed = min(64.0, max(0.125, self.replay.speed * factor))
+            await self._call("replay", self.replay.set_speed(speed), f"speed ×{speed:g}")
+            self.refresh_view()
+
+    async def action_replay_seek(self, delta: float) -> None:
+        if self.replay is not None:
+            target = min(self.replay.duration, max(0.0, self.replay.position + delta))
+            await self._call("replay", self.replay.seek(target), f"seek to {target:.0f} s")
+            self.refresh_view()
+
+    @work(group="controls", exclusive=True)
+    async def action_set_rate(self) -> None:
+        if self.controls is None:
+            return
+        current = self.source.info.arrival.get("rate")
+        rate = await self.app.push_screen_wait(
+            NumberDialog("Arrival rate", "requests per second (open loop), applied live", current,
+                         integer=False, minimum=0.01)
+        )
+        if rate is not None:
+            await self._call("set_rate", self.controls.set_rate(rate), f"rate → {rate:g} req/s")
+
+    @work(group="controls", exclusive=True)
+    async def action_set_concurrency(self) -> None:
+        if self.controls is None:
+            return
+        current = self.source.info.arrival.get("concurrency")
+        value = await self.app.push_screen_wait(
+            NumberDialog("Concurrency", "requests in flight (closed loop), applied live", current,
+                         integer=True, minimum=1)
+        )
+        if value is not None:
+            n = int(value)
+            await self._call("set_concurrency", self.controls.set_concurrency(n), f"concurrency → {n}")
+
+    @work(group="controls", exclusive=True)
+    async def action_relaunch(self) -> None:
+        if self.controls is None:
+            return
+        variant = self.view.variant
+        server = self.source.servers().get(variant)
+        settings: dict[str, Any] = dict(server.settings) if server else {}
+        speculative = variant != self.state.baseline
+        changes = await self.app.push_screen_wait(RelaunchDialog(variant, settings, speculative=speculative))
+        if not changes:
+            return
+        body = describe_changes(variant, current_settings(settings), changes)
+        if not await self.app.push_screen_wait(ConfirmDialog(f"Relaunch {variant}?", body, "Relaunch")):
+            self.notify("relaunch cancelled", title="relaunch")
+            return
+        summary = ", ".join(f"{k}={v}" for k, v in changes.items())
+        await self._call("relaunch", self.controls.relaunch(variant, changes), f"relaunching {variant}: {summary}")
+
+
+def _next(options: tuple[Any, ...], current: Any) -> Any:
+    if not options:
+        return current
+    try:
+        return options[(options.index(current) + 1) % len(options)]
+    except ValueError:
+        return options[0]
+

@@ -1,0 +1,146 @@
+"""Edit one variant's server settings; returns only what changed, for a confirmation step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static, Switch
+
+K_KEY = "num_speculative_tokens"
+SEQS_KEY = "max_num_seqs"
+BATCHED_KEY = "max_num_batched_tokens"
+CHUNKED_KEY = "enable_chunked_prefill"
+MAX_K = 16
+
+FIELDS: tuple[tuple[str, str, int], ...] = (
+    (K_KEY, "draft length k", 1),
+    (SEQS_KEY, "max_num_seqs", 1),
+    (BATCHED_KEY, "max_num_batched_tokens", 16),
+)
+
+
+def current_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The launched settings under the relaunch keys (``k`` is accepted for the draft length)."""
+    out: dict[str, Any] = {}
+    k = settings.get(K_KEY, settings.get("k"))
+    if k is not None:
+        out[K_KEY] = int(k)
+    for key in (SEQS_KEY, BATCHED_KEY):
+        if settings.get(key) is not None:
+            out[key] = int(settings[key])
+    if settings.get(CHUNKED_KEY) is not None:
+        out[CHUNKED_KEY] = bool(settings[CHUNKED_KEY])
+    return out
+
+
+def describe_changes(variant: str, before: Mapping[str, Any], changes: Mapping[str, Any]) -> str:
+    lines = [f"Relaunch {variant} with:"]
+    for key, value in changes.items():
+        lines.append(f"  {key}: {_show(before.get(key))} → {_show(value)}")
+    lines.append("")
+    lines.append(f"{variant} stops serving while it restarts; the other variants keep running.")
+    lines.append("Its stats so far are kept as the previous config in the A/B view.")
+    return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, variant: str, settings: Mapping[str, Any], *, speculative: bool) -> None:
+        super().__init__()
+        self.variant = variant
+        self.before = current_settings(settings)
+        self.speculative = speculative
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"Relaunch {self.variant}", classes="dialog-title")
+            for key, label, _ in FIELDS:
+                with Horizontal(classes="field"):
+                    yield Label(label, classes="field-label")
+                    value = self.before.get(key)
+                    disabled = key == K_KEY and not self.speculative
+                    yield Input(
+                        "" if value is None else str(value),
+                        placeholder="server default",
+                        type="integer",
+                        id=key,
+                        disabled=disabled,
+                    )
+            with Horizontal(classes="field"):
+                yield Label("chunked prefill", classes="field-label")
+                yield Switch(bool(self.before.get(CHUNKED_KEY, True)), id=CHUNKED_KEY)
+            note = "" if self.speculative else "baseline: no draft, so k cannot be set"
+            yield Static(note, id="error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Review…", variant="primary", id="review")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        first = K_KEY if self.speculative else SEQS_KEY
+        self.query_one(f"#{first}", Input).focus()
+
+    def changes(self) -> dict[str, Any] | None:
+        """Changed settings, or ``None`` after showing why the form is not acceptable."""
+        error = self.query_one("#error", Static)
+        out: dict[str, Any] = {}
+        for key, label, minimum in FIELDS:
+            field = self.query_one(f"#{key}", Input)
+            if field.disabled:
+                continue
+            text = field.value.strip()
+            if not text:
+                if key in self.before:
+                    error.update(f"{label}: enter a value")
+                    return None
+                continue
+            try:
+                value = int(text)
+            except ValueError:
+                error.update(f"{label}: enter a whole number")
+                return None
+            if value < minimum or (key == K_KEY and value > MAX_K):
+                limit = f"between 1 and {MAX_K}" if key == K_KEY else f"at least {minimum}"
+                error.update(f"{label}: must be {limit}")
+                return None
+            if value != self.before.get(key):
+                out[key] = value
+        chunked = self.query_one(f"#{CHUNKED_KEY}", Switch).value
+        if chunked != self.before.get(CHUNKED_KEY, True):
+            out[CHUNKED_KEY] = chunked
+        if not out:
+            error.update("nothing changed")
+            return None
+        return out
+
+    def review(self) -> None:
+        changes = self.changes()
+        if changes is not None:
+            self.dismiss(changes)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.review()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "review":
+            self.review()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
