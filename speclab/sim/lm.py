@@ -1,0 +1,180 @@
+"""The simulator's language models: an n-gram core times a copy boost.
+
+An n-gram model alone cannot copy a city or a ticker from the prompt into a JSON call, which is
+the one thing real models do that the golden set depends on. So each model multiplies its n-gram
+distribution by two copy features (a product of experts): a boost for word tokens already in the
+context, and a stronger one for the token that followed the last occurrence of the current
+bigram (an "induction" feature). Both compare tokens by their text without the leading-space
+marker, so ``Tokyo`` after a quote copies `` Tokyo`` from the prompt.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from .corpus import load_corpus
+from .ngram import FloatArray, IntArray, NgramCounts
+from .tokenizer import SimTokenizer, load_tokenizer, model_config
+
+
+class ContextState:
+    """One sequence as one model sees it, with its copy features kept up to date; undoable."""
+
+    __slots__ = ("bigram_next", "canon", "copies", "lm", "present", "prompt_len", "prompt_pos", "tokens",
+                 "turn_start", "weights")
+
+    def __init__(self, lm: SimLM, tokens: list[int]) -> None:
+        self.lm = lm
+        self.tokens: list[int] = []
+        self.canon: list[int] = []
+        self.present = np.zeros(lm.num_canon, np.int32)
+        self.weights: FloatArray = np.ones(lm.vocab_size)
+        self.bigram_next: dict[tuple[int, int], list[int]] = {}
+        self.prompt_len = 0
+        self.prompt_pos: dict[int, int] = {}
+        self.copies: list[int] = []  # prompt position of each output token (-1: not copied)
+        for token in tokens:
+            self.push(token)
+        self.prompt_len = len(tokens)
+        self.turn_start = 0
+        for i, token in enumerate(tokens):
+            if token == lm.turn_marker:
+                self.turn_start = i + 1
+        for i in range(self.turn_start, len(tokens)):
+            if lm.boostable[self.canon[i]]:
+                self.prompt_pos[self.canon[i]] = i
+        self.copies = []
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def push(self, token: int) -> None:
+        lm, canon, i = self.lm, self.canon, len(self.tokens)
+        c = int(lm.canon_of[token])
+        if i >= 2:
+            self.bigram_next.setdefault((canon[i - 2], canon[i - 1]), []).append(i)
+        if self.prompt_len:
+            self.copies.append(self.prompt_pos.get(c, -1))
+        self.tokens.append(token)
+        canon.append(c)
+        if lm.boostable[c]:
+            self.present[c] += 1
+            if self.present[c] == 1:
+                self.weights[lm.members[c]] = lm.copy_weight
+
+    def extend(self, tokens: list[int]) -> None:
+        for token in tokens:
+            self.push(token)
+
+    def truncate(self, length: int) -> None:
+        lm, canon = self.lm, self.canon
+        while len(self.tokens) > length:
+            i = len(self.tokens) - 1
+            self.tokens.pop()
+            c = canon.pop()
+            if i >= self.prompt_len:
+                self.copies.pop()
+            if i >= 2:
+                self.bigram_next[(canon[i - 2], canon[i - 1])].pop()
+            if lm.boostable[c]:
+                self.present[c] -= 1
+                if self.present[c] == 0:
+                    self.weights[lm.members[c]] = 1.0
+
+    def induction(self) -> int:
+        """Canonical id of the token that followed the last earlier occurrence of the current bigram."""
+        canon, n = self.canon, len(self.canon)
+        if n >= 2:
+            seen = self.bigram_next.get((canon[n - 2], canon[n - 1]))
+            if seen:
+                return canon[seen[-1]]
+        return -1
+
+    def pointer_start(self) -> int:
+        """Prompt position after which copying continues: the last copied token, else the user turn."""
+        for pos in reversed(self.copies):
+            if pos >= 0:
+                return pos
+        return self.turn_start - 1
+
+
+class SimLM:
+    """A named simulator model: tokenizer, n-gram counts over its share of the corpus, copy boost."""
+
+    def __init__(self, name: str, tokenizer: SimTokenizer, stream: IntArray, spec: dict[str, Any]) -> None:
+        self.name = name
+        self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
+        self.order = int(spec["order"])
+        self.counts = NgramCounts(stream, self.vocab_size, self.order, float(spec["smoothing"]))
+        self.copy_weight = float(np.exp(spec["copy_boost"]))
+        self.induction_weight = float(np.exp(spec["induction_boost"]))
+        window = int(spec.get("pointer_window", 8))
+        self.pointer_weights = [float(np.exp(spec["pointer_boost"] * (1.0 - i / window))) for i in range(window)]
+        marker = "[INST]" if tokenizer.bos_token == "<s>" else "<|user|>"
+        self.turn_marker = int(tokenizer.backend.token_to_id(marker))
+        forms: dict[str, int] = {}
+        canon_of = np.zeros(self.vocab_size, np.int64)
+        for token_id in range(self.vocab_size):
+            text = tokenizer.id_to_token(token_id) or ""
+            form = text if token_id in tokenizer.special_ids else text.lstrip("Ġ▁")
+            canon_of[token_id] = forms.setdefault(form, len(forms))
+        self.canon_of = canon_of
+        self.num_canon = len(forms)
+        self.boostable = np.zeros(self.num_canon, bool)
+        for form, cid in forms.items():
+            self.boostable[cid] = any(ch.isalnum() for ch in form) and not form.startswith("<")
+        order_idx = np.argsort(canon_of, kind="stable")
+        bounds = np.searchsorted(canon_of[order_idx], np.arange(self.num_canon + 1))
+        self.members = [order_idx[bounds[c]: bounds[c + 1]] for c in range(self.num_canon)]
+
+    def state(self, tokens: list[int]) -> ContextState:
+        return ContextState(self, tokens)
+
+    def _scored(self, state: ContextState) -> FloatArray:
+        scores = self.counts.dist(state.tokens) * state.weights
+        ind = state.induction()
+        if ind >= 0 and self.boostable[ind]:
+            scores[self.members[ind]] *= self.induction_weight
+        start, canon, boostable = state.pointer_start(), state.canon, self.boostable
+        for offset, weight in enumerate(self.pointer_weights, start=1):
+            pos = start + offset
+            if pos >= state.prompt_len:
+                break
+            if boostable[canon[pos]]:
+                scores[self.members[canon[pos]]] *= weight
+        return scores
+
+    def probs(self, state: ContextState) -> FloatArray:
+        """The model's next-token distribution after ``state`` (a fresh array)."""
+        scores = self._scored(state)
+        scores /= scores.sum()
+        return scores
+
+    def greedy(self, state: ContextState) -> int:
+        return int(np.argmax(self._scored(state)))
+
+
+def _render(chat: dict[str, Any], tokenizer: SimTokenizer) -> str:
+    messages = chat["messages"]
+    if tokenizer.bos_token == "<s>":
+        return tokenizer.apply_chat_template(messages)
+    return tokenizer.apply_chat_template(messages[:-1]) + messages[-1]["content"] + tokenizer.eos_token
+
+
+def _keep(index: int, fraction: float) -> bool:
+    return fraction >= 1.0 or ((index * 2654435761) % 1000) / 1000.0 < fraction
+
+
+@cache
+def load_lm(name: str) -> SimLM:
+    """Build (once per process) the model called ``name``."""
+    tokenizer = load_tokenizer(name)
+    spec = model_config(name)["sim_lm"]
+    chats = [c for i, c in enumerate(load_corpus()) if _keep(i, float(spec["data_fraction"]))]
+    encoded = tokenizer.backend.encode_batch([_render(c, tokenizer) for c in chats], add_special_tokens=False)
+    stream = np.fromiter((t for enc in encoded for t in enc.ids), dtype=np.int64)
+    return SimLM(name, tokenizer, stream, spec)
