@@ -34,7 +34,7 @@ class ReplayFeeder:
     """Feeds a recording into an Aggregator up to a position, as the live session fed it.
 
     The aggregator bins records by finish time and closes intervals on ``tick``, so feeding every
-    item up to ``t`` in one go and ticking once gives the state live had at ``t``.
+    item up to ``t`` in time order and ticking gives the numbers live had at ``t``.
     """
 
     def __init__(self, recording: Recording) -> None:
@@ -53,10 +53,26 @@ class ReplayFeeder:
         self._r = self._s = self._e = 0
 
     def advance(self, t: float, *, include_rest: bool = False) -> Aggregator:
-        """Everything that finished at or before ``t`` fed (everything, with ``include_rest``)."""
+        """Everything that finished at or before ``t`` fed (everything, with ``include_rest``).
+
+        Long jumps go one interval at a time with a tick after each, so the aggregator closes
+        intervals as it goes and reuses their histograms (feeding all at once keeps every
+        interval open and costs a fresh histogram per interval, class and metric).
+        """
         if t < self.position:
             self.reset()
-        limit = math.inf if include_rest else t
+        interval_s = self.recording.interval_s
+        step = (math.floor(self.position / interval_s) + 1) * interval_s
+        while step < t:
+            self._feed(step)
+            self.aggregator.tick(step)
+            step += interval_s
+        self._feed(math.inf if include_rest else t)
+        self.aggregator.tick(t)
+        self.position = t
+        return self.aggregator
+
+    def _feed(self, limit: float) -> None:
         rec, agg = self.recording, self.aggregator
         s_end = bisect.bisect_right(self._sample_t, limit)
         for sample in rec.samples[self._s : s_end]:
@@ -70,9 +86,6 @@ class ReplayFeeder:
         if r_end > self._r:
             agg.add_records(rec.records[self._r : r_end])
         self._r, self._s, self._e = r_end, s_end, e_end
-        agg.tick(t)
-        self.position = t
-        return agg
 
 
 def replay_final_snapshot(recording: Recording) -> Snapshot:
