@@ -214,13 +214,14 @@ class Aggregator:
                 cell = merged.setdefault(key, Cell())
                 cell.counts.merge(stored.counts)
                 for metric, encoded in stored.hists.items():
-                    hist = cell.hists.get(metric)
-                    if hist is None:
-                        cell.hists[metric] = encoded.decode()
-                    else:
-                        hist.merge(encoded.decode())
+                    if metric not in cell.hists:
+                        cell.hists[metric] = self._pool.get()
+                    cell.hists[metric].merge(encoded.decode())
         window_s = (chosen[-1].end_s - chosen[0].start_s) if chosen else 0.0
-        return self._stats(list(merged.items()), window_s)
+        stats = self._stats(list(merged.items()), window_s)
+        for cell in merged.values():
+            cell.release(self._pool)
+        return stats
 
     def iter_closed_intervals(
         self, since: int = -1

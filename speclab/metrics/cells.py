@@ -138,7 +138,7 @@ def _add_into(target: list[int], other: Sequence[int]) -> None:
 class HistogramPool:
     """Reuses cleared histograms: each one holds a 188 KB counts array."""
 
-    def __init__(self, limit: int = 512) -> None:
+    def __init__(self, limit: int = 256) -> None:
         self._free: list[LatencyHistogram] = []
         self._limit = limit
 

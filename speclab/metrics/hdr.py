@@ -85,7 +85,12 @@ class LatencyHistogram:
 
     def _resummarise(self) -> None:
         self._blocks = self._counts.reshape(LAYOUT.blocks, LAYOUT.half).sum(axis=1).astype(int).tolist()
-        nonzero = np.flatnonzero(self._counts).tolist()
+        if not self._raw.total_count:
+            self._median_sum = 0
+            return
+        low = LAYOUT.index_of(min(self._raw.min_value, HIST_HIGHEST_US)) if self._raw.min_value else 0
+        high = LAYOUT.index_of(min(self._raw.max_value, HIST_HIGHEST_US)) + 1
+        nonzero = (np.flatnonzero(self._counts[low:high]) + low).tolist()
         counts = self._counts[nonzero].tolist()
         self._median_sum = sum(c * LAYOUT.median[i] for c, i in zip(counts, nonzero, strict=True))
 

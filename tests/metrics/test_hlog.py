@@ -96,3 +96,32 @@ def test_tags() -> None:
             make_tag(Metric.TTFT, bad, "v")
     with pytest.raises(InputError):
         make_tag(Metric.TTFT, "a.b", "v")
+
+
+def test_aggregator_intervals_through_hlog_match_its_windows(tmp_path: Path) -> None:
+    from speclab.metrics.aggregator import Aggregator
+    from speclab.model.records import RequestRecord
+
+    rng = random.Random(4)
+    agg = Aggregator(["k3"], ["qa", "tool"])
+    records = []
+    for i in range(120):
+        done = rng.uniform(0, 3)
+        sent = done - rng.uniform(0.1, 0.5)
+        records.append(
+            RequestRecord(request_id=str(i), variant="k3", prompt_class=rng.choice(["qa", "tool"]),
+                          intended=sent - 0.002, sent=sent, first_token=sent + 0.03, last_token=done, done=done,
+                          output_tokens=10)
+        )
+    agg.add_records(records)
+    agg.finish(3.0)
+    path = tmp_path / "intervals.hlog"
+    with HlogWriter(path, start_time_epoch_s=START) as writer:
+        for _, start_s, end_s, tag, hist in agg.iter_closed_intervals():
+            writer.write(tag, start_s, end_s - start_s, hist)
+    contents = read_hlog(path)
+    assert len(contents.intervals) == 3 * 2 * 6  # intervals x classes x metrics measured here
+    for interval in contents.intervals:
+        metric, cls, variant = parse_tag(interval.tag or "")
+        expected = agg.window(int(interval.start_s), int(interval.start_s))[variant].classes[cls].latency[metric]
+        assert interval.histogram.percentiles() == expected
