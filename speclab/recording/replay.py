@@ -1,9 +1,9 @@
 """Replay: a recording re-fed through a fresh metrics Aggregator on its recorded timeline.
 
 ``ReplaySource`` is a ``SnapshotSource`` (not ``LiveControls``): the UI cannot tell it from a live
-run except by ``info.replay``. It adds playback controls for the replay bar: ``play()``,
-``pause()``, ``set_speed(x)`` (0.25×–16×), ``seek(t)``, ``duration``, ``position``, ``playing``,
-``speed``. Seeking backwards rebuilds the aggregator from the start; records are sorted by finish
+run except by ``info.replay``. It also implements the UI's ``ReplayControls`` protocol for the
+replay bar (``create_app(source, replay=source)``): ``await play()``, ``pause()``,
+``set_speed(x)`` (0.25×–16×), ``seek(t)``, and ``duration``, ``position``, ``playing``, ``speed``. Seeking backwards rebuilds the aggregator from the start; records are sorted by finish
 time so each step feeds a bisected slice.
 """
 
@@ -200,32 +200,30 @@ class ReplaySource:
         if self._wake is not None:
             self._wake.set()
 
-    def play(self) -> None:
+    async def play(self) -> None:
+        """Resume playback (from the start when at the end)."""
         self._settle()
         if self._pos >= self.duration:
             self._pos = 0.0
         self._playing = True
         self._poke()
 
-    def pause(self) -> None:
+    async def pause(self) -> None:
         self._settle()
         self._playing = False
         self._poke()
 
-    def toggle(self) -> None:
-        self.pause() if self.playing else self.play()
-
-    def set_speed(self, speed: float) -> float:
+    async def set_speed(self, speed: float) -> None:
+        """Playback speed relative to recorded time, clamped to 0.25×–16×."""
         self._settle()
         self._speed = _clamp_speed(speed)
         self._poke()
-        return self._speed
 
-    def seek(self, t: float) -> float:
+    async def seek(self, t: float) -> None:
+        """Jump to ``t`` seconds of recorded time (clamped to the recording); backwards rebuilds."""
         self._settle()
         self._pos = min(max(0.0, float(t)), self.duration)
         self._poke()
-        return self._pos
 
     def frame(self) -> Snapshot:
         """The snapshot at the current position (feeding or rebuilding the aggregator as needed)."""

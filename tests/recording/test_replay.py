@@ -11,6 +11,7 @@ from speclab.recording import Recording, ReplaySource, replay_final_snapshot
 from speclab.recording.reader import finish_time
 from speclab.recording.replay import ReplayFeeder
 from speclab.session.api import SnapshotSource
+from speclab.ui.replay import ReplayControls
 
 from . import synth
 from .live_run import END_S, record_live
@@ -46,36 +47,41 @@ def test_replay_report_equals_live_final_numbers(recorded: tuple[Path, object]) 
     assert k2["tool"].structured_total > 0 and k2["tool"].errors
 
 
-def test_replay_source_play_pause_speed_seek_on_fake_clock(recorded: tuple[Path, object]) -> None:
+async def test_replay_source_play_pause_speed_seek_on_fake_clock(recorded: tuple[Path, object]) -> None:
     rec = Recording.open(recorded[0])
     clock = FakeClock()
     source = ReplaySource(rec, clock=clock)
-    assert isinstance(source, SnapshotSource) and source.info.replay
+    assert isinstance(source, SnapshotSource) and isinstance(source, ReplayControls) and source.info.replay
     assert source.duration == END_S
     clock.now += 2.0
     assert source.frame().t == pytest.approx(2.0)
-    assert source.set_speed(4) == 4
+    await source.set_speed(4)
+    assert source.speed == 4
     clock.now += 1.0
     assert source.position == pytest.approx(6.0)
-    source.pause()
+    await source.pause()
     clock.now += 5.0
     paused = source.frame()
     assert paused.t == pytest.approx(6.0) and paused.paused and not paused.finished
     # Seeking backwards rebuilds: the numbers equal a fresh feed up to the same time.
-    at = source.seek(3.0)
+    await source.seek(3.0)
+    at = source.position
     snap = source.frame()
     fresh = ReplayFeeder(rec).advance(at).snapshot(at)
     assert snap.cumulative == fresh.cumulative
     expected = sum(1 for r in rec.records if finish_time(r) <= 3.0 and r.ok and not r.warmup and r.variant == "k2")
     assert snap.cumulative["k2"].total.requests == expected
-    assert source.set_speed(100) == 16 and source.set_speed(0.01) == 0.25
-    source.set_speed(16)
-    source.play()
+    await source.set_speed(100)
+    assert source.speed == 16
+    await source.set_speed(0.01)
+    assert source.speed == 0.25
+    await source.set_speed(16)
+    await source.play()
     clock.now += 10.0
     end = source.frame()
     assert end.finished and end.t == END_S and not source.playing
     assert end.cumulative == replay_final_snapshot(rec).cumulative
-    source.play()  # play at the end starts over
+    await source.play()  # play at the end starts over
     assert source.position == 0.0
 
 
@@ -107,8 +113,8 @@ async def test_stream_holds_at_end_until_seek_or_stop(recorded: tuple[Path, obje
     async for snap in source.snapshots():
         seen.append(snap)
         if snap.finished and len([s for s in seen if s.finished]) == 1:
-            source.seek(1.0)
-            source.pause()
+            await source.seek(1.0)
+            await source.pause()
         elif len(seen) > 3 and seen[-2].finished:
             await source.stop()
     assert [s.finished for s in seen].count(True) == 1
