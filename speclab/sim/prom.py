@@ -122,6 +122,11 @@ class SimMetrics:
                 if count:
                     self.spec_per_pos[pos].inc(count)
 
+    def set_idle(self) -> None:
+        """Nothing left in the engine: no step will run to report it, so say so here."""
+        for gauge in (self.running, self.waiting, self.waiting_capacity, self.waiting_deferred):
+            gauge.set(0)
+
     def observe_first_token(self, ttft_s: float) -> None:
         self.ttft.observe(max(ttft_s, 0.0))
 

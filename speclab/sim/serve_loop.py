@@ -115,6 +115,7 @@ class EngineLoop:
             if not self.engine.has_unfinished():
                 self.drift = 0.0
                 self.metrics.set_drift(0.0)
+                self.metrics.set_idle()
                 self._wake.clear()
                 await self._wake.wait()
                 self._model_now = max(self._model_now, self.real())

@@ -18,6 +18,7 @@ from speclab.sim.api import (
     RequestTimes,
     StepResult,
     StepStats,
+    Tokenizer,
 )
 
 TEXT = "The quick brown fox jumps over the lazy dog. "
@@ -61,7 +62,7 @@ class _Req:
 class FakeEngine:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.tokenizer = ByteTokenizer()
+        self.tokenizer: Tokenizer = ByteTokenizer()
         self.k = config.speculative.num_speculative_tokens if config.speculative else 0
         if config.max_model_len is None:
             config.max_model_len = 4096

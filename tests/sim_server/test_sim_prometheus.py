@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from speclab.model import names
@@ -77,3 +78,20 @@ async def test_spec_counters_reconcile_with_per_request_sums(sim: SimProcess) ->
     assert delta(names.PROM_TTFT + "_count") == 4
     # one ITL observation per output after the first, i.e. per verify step
     assert delta(names.PROM_ITL + "_count") == steps
+
+
+async def test_client_disconnect_aborts_in_engine(sim_plain: SimProcess) -> None:
+    before = await scrape(sim_plain.url)
+    async with aiohttp.ClientSession() as s, s.post(sim_plain.url + "/v1/completions",
+                                                    json={"prompt": "a", "max_tokens": 3000, "stream": True}) as r:
+        await r.content.readline()
+    for _ in range(100):
+        after = await scrape(sim_plain.url)
+        aborted = (one(after, names.PROM_REQUEST_SUCCESS + "_total", finished_reason="abort")
+                   - one(before, names.PROM_REQUEST_SUCCESS + "_total", finished_reason="abort"))
+        if aborted == 1 and one(after, names.PROM_RUNNING) == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert aborted == 1
+    generated = one(after, names.PROM_GENERATION_TOKENS + "_total") - one(before, names.PROM_GENERATION_TOKENS + "_total")
+    assert generated < 3000

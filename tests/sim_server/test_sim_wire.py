@@ -102,10 +102,12 @@ async def test_non_streaming_chat_and_completion(sim: SimProcess) -> None:
 
 async def test_stop_string_truncates_text(sim: SimProcess) -> None:
     status, full = await post_json(sim.url + "/v1/completions", {"prompt": "x", "max_tokens": 30, "temperature": 0})
+    assert status == 200
     text = full["choices"][0]["text"]
     stop = text[10:13]
     status, body = await post_json(sim.url + "/v1/completions",
                                    {"prompt": "x", "max_tokens": 30, "temperature": 0, "stop": [stop]})
+    assert status == 200
     choice = body["choices"][0]
     assert choice["finish_reason"] == "stop" and choice["stop_reason"] == stop
     assert choice["text"] == text[: text.index(stop)]

@@ -1,0 +1,70 @@
+"""The engine loop's clock: real time follows modelled time, and a slow host shows up as drift."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig, StepResult
+from speclab.sim.prom import SimMetrics
+from speclab.sim.serve_loop import EngineLoop
+
+from .fake_engine import FakeEngine
+
+
+def _metrics() -> SimMetrics:
+    return SimMetrics("m", num_spec_tokens=2, max_model_len=4096, cache_info={"block_size": "16"})
+
+
+class SlowHostEngine(FakeEngine):
+    """Each step costs the host three times its modelled duration (a virtual clock jump)."""
+
+    def __init__(self, config: EngineConfig, offset: list[float]) -> None:
+        super().__init__(config)
+        self.offset = offset
+        self.modelled = 0.0
+
+    def step(self, now: float) -> StepResult:
+        result = super().step(now)
+        self.modelled += result.duration
+        self.offset[0] += 3 * result.duration
+        return result
+
+
+async def test_overloaded_host_shows_as_drift_and_queue_times_stay_causal() -> None:
+    offset = [0.0]
+    engine = SlowHostEngine(EngineConfig(model="sim-8b", speculative=SpecConfig("ngram", 2)), offset)
+    loop = EngineLoop(engine, _metrics(), clock=lambda: time.monotonic() + offset[0])
+    task = asyncio.create_task(loop.run())
+    streams = [loop.submit(f"r{i}", [5, 6, 7], SamplingParams(max_tokens=12, seed=i)) for i in range(3)]
+    finals = []
+    for s in streams:
+        while True:
+            d = await s.queue.get()
+            assert d.output is not None
+            if d.output.finished:
+                finals.append(d.output)
+                break
+    assert loop.max_drift >= 2 * engine.modelled * 0.99
+    for out in finals:
+        assert out.times is not None and out.times.scheduled is not None
+        assert out.times.scheduled >= out.times.queued
+    loop.stop()
+    await task
+
+
+async def test_idle_clock_catches_up_and_drift_resets() -> None:
+    offset = [0.0]
+    metrics = _metrics()
+    loop = EngineLoop(FakeEngine(EngineConfig(model="sim-1b")), metrics, clock=lambda: time.monotonic() + offset[0])
+    task = asyncio.create_task(loop.run())
+    offset[0] += 100.0  # a long idle stretch
+    s = loop.submit("a", [1, 2], SamplingParams(max_tokens=3))
+    assert s.arrival >= 100.0
+    while not (await s.queue.get()).output.finished:  # type: ignore[union-attr]
+        pass
+    await asyncio.sleep(0.01)
+    assert loop.drift == 0.0
+    assert metrics.registry.get_sample_value("speclab_sim_clock_drift_seconds") == 0.0
+    loop.stop()
+    await task
