@@ -51,7 +51,7 @@ def describe_exit(returncode: int | None, lines: Iterable[str]) -> str:
     return f"{status}; last log line: {last}"
 
 
-_PREFIX = re.compile(r"^\((?:APIServer|EngineCore\S*) pid=\d+\) [A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]+\] ")
+_PREFIX = re.compile(r"^\((?:APIServer|EngineCore\S*) pid=\d+\) [A-Z]+ (?:\d\d-\d\d \d\d:\d\d:\d\d )?\[[^\]]+\] ")
 
 
 def _strip_prefix(line: str) -> str:

@@ -1,0 +1,235 @@
+"""The servers of one session: start a lab's variants, relaunch one, stop all, or attach to a URL.
+
+The session talks only to :class:`ServerManager`; it gets a :class:`RunningServer` per variant
+with everything the traffic engine, the scraper, the UI's server panel and the report need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import aiohttp
+
+from speclab.model.errors import InputError, ServerNotReadyError
+from speclab.model.lab import Effective, Lab
+from speclab.model.records import Event
+
+from .argv import SIM_MODULE, Engine, build_argv, redact_argv, served_model_name, server_env, shell_line
+from .memory import MemoryInfo
+from .process import LineCallback, ServerProcess, free_port
+
+DEFAULT_READY_TIMEOUT_S: dict[str, float] = {"sim": 60.0, "vllm": 1200.0}
+SETTING_KEYS = (
+    "num_speculative_tokens", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
+    "async_scheduling", "scheduling_policy", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size",
+)
+
+
+@dataclass
+class RunningServer:
+    variant: str
+    base_url: str
+    model_name: str | None  # what clients send as "model"; None for an attach not yet probed
+    engine: str  # "vllm" | "sim" | "attached"
+    argv: list[str] = field(default_factory=list)  # redacted
+    command: str = ""  # shell-quoted, redacted
+    pid: int | None = None  # the server's pid (under the reaper)
+    memory: MemoryInfo = field(default_factory=MemoryInfo)
+    settings: dict[str, Any] = field(default_factory=dict)
+    baseline: bool = False
+    log_path: Path | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets: never print
+    status: str = "starting"
+    _process: ServerProcess | None = field(default=None, repr=False)
+
+    @property
+    def log_tail(self) -> tuple[str, ...]:
+        return tuple(self._process.tail) if self._process else ()
+
+
+def settings_of(lab: Lab, eff: Effective) -> dict[str, Any]:
+    out = {k: getattr(eff, k) for k in SETTING_KEYS}
+    out["method"] = lab.draft.method if (eff.speculative and lab.draft) else None
+    out["gpus"] = list(eff.gpus)
+    return out
+
+
+def parse_attach(spec: str) -> tuple[str, str]:
+    """``[LABEL=]URL`` -> (label, url); the label defaults to host:port."""
+    label, sep, url = spec.partition("=")
+    if not sep or "://" in label:
+        label, url = "", spec
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InputError(f"--attach {spec!r}: expected [LABEL=]http://HOST:PORT")
+    return (label or parsed.netloc), url.rstrip("/")
+
+
+def attach(label: str, url: str, headers: Mapping[str, str] | None = None) -> RunningServer:
+    """A server speclab did not launch; :func:`probe_attached` fills in its model name."""
+    _, clean = parse_attach(f"{label}={url}")
+    return RunningServer(variant=label, base_url=clean, model_name=None, engine="attached",
+                         headers=dict(headers or {}), status="attached", command=f"(attached) {clean}")
+
+
+async def probe_attached(server: RunningServer, timeout: float = 10.0) -> RunningServer:
+    """Check ``/health`` and learn the served model from ``/v1/models``; ServerNotReadyError if not up."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), headers=server.headers) as s:
+            async with s.get(f"{server.base_url}/health") as resp:
+                if resp.status != 200:
+                    raise ServerNotReadyError(f"{server.variant}: {server.base_url}/health answered {resp.status}")
+            async with s.get(f"{server.base_url}/v1/models") as resp:
+                if resp.status != 200:
+                    raise ServerNotReadyError(f"{server.variant}: {server.base_url}/v1/models answered {resp.status}")
+                body = await resp.json()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+        raise ServerNotReadyError(f"{server.variant}: cannot reach {server.base_url}: {error or type(error).__name__}") from None
+    models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+    if not models:
+        raise ServerNotReadyError(f"{server.variant}: {server.base_url}/v1/models lists no model")
+    server.model_name = str(models[0])
+    return server
+
+
+class ServerManager:
+    def __init__(
+        self,
+        lab: Lab,
+        engine: Engine,
+        *,
+        log_dir: str | Path,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        ready_timeout: float | None = None,
+        grace_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_log: LineCallback | None = None,
+        python: str = sys.executable,
+        sim_module: str = SIM_MODULE,
+    ) -> None:
+        self.lab = lab
+        self.engine: Engine = engine
+        self.log_dir = Path(log_dir)
+        self.host = host
+        self.ready_timeout = ready_timeout if ready_timeout is not None else DEFAULT_READY_TIMEOUT_S[engine]
+        self.grace_s = grace_s
+        self.clock = clock
+        self.servers: dict[str, RunningServer] = {}
+        self.events: list[Event] = []
+        self._api_key = api_key
+        self._on_log = on_log
+        self._python = python
+        self._sim_module = sim_module
+
+    # -- launching ------------------------------------------------------------------------------
+
+    def _port_for(self, variant: str) -> int:
+        if variant in self.servers and self.servers[variant].engine != "attached":
+            return int(urlparse(self.servers[variant].base_url).port or 0)
+        if self.lab.server.base_port:
+            return self.lab.server.base_port + self.lab.variant_names.index(variant)
+        return free_port(self.host)
+
+    def _make(self, lab: Lab, variant: str, port: int) -> RunningServer:
+        argv = build_argv(lab, variant, engine=self.engine, host=self.host, port=port,
+                          python=self._python, sim_module=self._sim_module)
+        env = server_env(lab, variant, engine=self.engine, api_key=self._api_key)
+        base_url = f"http://{self.host}:{port}"
+        process = ServerProcess(variant, argv, env=env, log_path=self.log_dir / f"{variant}.log", base_url=base_url,
+                                grace_s=self.grace_s, on_line=self._on_log)
+        eff = lab.effective(variant)
+        return RunningServer(
+            variant=variant, base_url=base_url, model_name=served_model_name(lab, self.engine), engine=self.engine,
+            argv=redact_argv(argv), command=shell_line(argv, {k: v for k, v in env.items() if k != "VLLM_API_KEY"}),
+            memory=process.memory, settings=settings_of(lab, eff), baseline=not eff.speculative,
+            log_path=process.log_path, _process=process,
+        )
+
+    async def _launch(self, server: RunningServer) -> RunningServer:
+        process = server._process
+        assert process is not None
+        await process.start()
+        try:
+            await process.wait_ready(self.ready_timeout)
+        finally:
+            server.pid = process.server_pid
+        server.status = "ready"
+        return server
+
+    async def start(self, variants: Iterable[str] | None = None) -> dict[str, RunningServer]:
+        """Start the variants (all by default) concurrently; all ready, or all stopped and an error."""
+        names = list(variants) if variants is not None else list(self.lab.variant_names)
+        for name in names:
+            self.lab.variant(name)
+        new = {name: self._make(self.lab, name, self._port_for(name)) for name in names}
+        self.servers.update(new)
+        results = await asyncio.gather(*(self._launch(s) for s in new.values()), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.stop()
+            first = next((e for e in errors if isinstance(e, ServerNotReadyError)), errors[0])
+            raise first
+        return dict(self.servers)
+
+    async def relaunch(self, variant: str, changes: Mapping[str, Any]) -> Event:
+        """Restart one variant with changed settings while the others keep serving."""
+        old = self.servers.get(variant)
+        if old is None or old.engine == "attached":
+            raise InputError(f"relaunch: no launched server for variant {variant!r}")
+        try:
+            lab = self.lab.with_changes(variant, dict(changes))
+        except (ValueError, KeyError) as error:
+            raise InputError(f"relaunch {variant}: {error}") from None
+        before = old.settings
+        t0 = self.clock()
+        old.status = "relaunching"
+        if old._process is not None:
+            await old._process.stop()
+        port = int(urlparse(old.base_url).port or 0)
+        server = self._make(lab, variant, port)
+        self.servers[variant] = server
+        started = time.monotonic()
+        try:
+            await self._launch(server)
+        except ServerNotReadyError:
+            server.status = "exited"
+            raise
+        self.lab = lab
+        diff = {k: {"from": before.get(k), "to": server.settings.get(k)}
+                for k in server.settings if before.get(k) != server.settings.get(k)}
+        text = ", ".join(f"{k} {v['from']}->{v['to']}" for k, v in diff.items()) or "no setting changed"
+        event = Event(
+            t=t0, kind="relaunch", variant=variant, message=f"{variant} relaunched: {text}",
+            data={"changes": diff, "ready_after_s": round(time.monotonic() - started, 3), "command": server.command},
+        )
+        self.events.append(event)
+        return event
+
+    def attach(self, label: str, url: str, headers: Mapping[str, str] | None = None) -> RunningServer:
+        server = attach(label, url, headers)
+        self.servers[label] = server
+        return server
+
+    async def stop(self) -> None:
+        """Stop every launched server (SIGTERM to its tree, grace, SIGKILL); attached ones are left."""
+        launched = [s for s in self.servers.values() if s._process is not None]
+        await asyncio.gather(*(s._process.stop() for s in launched if s._process is not None), return_exceptions=True)
+        for s in launched:
+            if s.status != "exited":
+                s.status = "stopped"
+
+    async def __aenter__(self) -> ServerManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            await self.stop()
