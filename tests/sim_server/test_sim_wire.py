@@ -143,3 +143,11 @@ async def test_structured_outputs_accepted(sim: SimProcess) -> None:
     status, body = await post_json(sim.url + "/v1/completions",
                                    {"prompt": "a", "structured_outputs": {"regex": "a+", "json": schema}})
     assert status == 400
+
+
+async def test_stream_interval_batches_tokens(sim: SimProcess) -> None:
+    body = {"prompt": "Hi", "max_tokens": 30, "stream_interval": 6, "return_token_ids": True}
+    parsed = chunks(await post_stream(sim.url + "/v1/completions", body))
+    sizes = [len(c["choices"][0]["token_ids"]) for c in parsed]
+    assert sum(sizes) == 30
+    assert all(n >= 6 for n in sizes[1:-1])  # first and final chunks go out at once
