@@ -75,7 +75,7 @@ class ContextState:
             i = len(self.tokens) - 1
             self.tokens.pop()
             c = canon.pop()
-            if i >= self.prompt_len:
+            if self.prompt_len and i >= self.prompt_len:
                 self.copies.pop()
             if i >= 2:
                 self.bigram_next[(canon[i - 2], canon[i - 1])].pop()

@@ -1,0 +1,269 @@
+"""The simulator's engine core: ``build_engine(config)`` returns an ``EngineCore``.
+
+One ``step(now)`` schedules work, runs the real models over it (sampling, speculative
+verification), and returns the step's modelled duration with one output per request that
+produced tokens. Timestamps are on the caller's modelled clock: tokens of a step exist at
+``now + duration``. Engine faults (``config.faults``) perturb only the speculative path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .api import (
+    EngineConfig, EngineRequest, MemoryFacts, RequestOutput, RequestSpecStats, RequestTimes, StepResult,
+    StepStats,
+)
+from .errors import RequestRejectedError, SimStartupError
+from .hardware import MODEL_SHAPES, gpu_profile
+from .lm import SimLM, load_lm
+from .proposers import DraftModelProposer, MisalignedDraftProposer, NgramProposer, Proposer
+from .sampling import accept_draft, adjust, is_greedy, residual, sample
+from .scheduler import Scheduled, Scheduler
+from .sequence import Seq
+from .timing import StepTimeModel, StepWork, plan_memory
+from .tokenizer import SIM_MODELS, SimTokenizer, model_dir
+
+DEFAULT_MAX_MODEL_LEN = 4096
+KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption")
+
+
+class SimEngine:
+    """Implements ``speclab.sim.api.EngineCore``."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        model_dir(config.model)
+        try:
+            gpu = gpu_profile(config.gpu)
+        except KeyError as exc:
+            raise SimStartupError(str(exc.args[0])) from None
+        for fault in config.faults:
+            if fault not in KNOWN_FAULTS:
+                raise SimStartupError(f"unknown engine fault {fault!r}; known: {', '.join(KNOWN_FAULTS)}")
+        self.target: SimLM = load_lm(config.model)
+        self.tokenizer: SimTokenizer = self.target.tokenizer
+        self.k = 0
+        self.proposer: Proposer | None = None
+        draft_shape = None
+        spec = config.speculative
+        if spec is not None:
+            self.k = spec.num_speculative_tokens
+            if self.k < 1:
+                raise SimStartupError("num_speculative_tokens must be at least 1")
+            if spec.method == "ngram":
+                lo = spec.prompt_lookup_min or spec.prompt_lookup_max or 5
+                hi = spec.prompt_lookup_max or lo
+                if not 1 <= lo <= hi:
+                    raise SimStartupError(f"prompt_lookup_min ({lo}) must be in [1, prompt_lookup_max ({hi})]")
+                self.proposer = NgramProposer(lo, hi)
+            elif spec.method in ("draft_model", "draft"):
+                if spec.model not in SIM_MODELS:
+                    raise SimStartupError(
+                        f"speculative draft model {spec.model!r} is not a simulator model; "
+                        f"choose one of: {', '.join(SIM_MODELS)}")
+                draft = load_lm(spec.model)
+                draft_shape = MODEL_SHAPES[spec.model]
+                if draft.tokenizer.backend.get_vocab() == self.tokenizer.backend.get_vocab():
+                    self.proposer = DraftModelProposer(draft)
+                else:
+                    self.proposer = MisalignedDraftProposer(draft, self.tokenizer)
+            else:
+                raise SimStartupError(
+                    f"speculative method {spec.method!r} is not modelled by the simulator (use draft_model or ngram)")
+        self.max_model_len = config.max_model_len or DEFAULT_MAX_MODEL_LEN
+        if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
+            raise SimStartupError(
+                f"max_num_batched_tokens ({config.max_num_batched_tokens}) is smaller than max_model_len "
+                f"({self.max_model_len}). This effectively limits the maximum sequence length to "
+                "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+                "max_num_batched_tokens or decrease max_model_len.")
+        shape = MODEL_SHAPES[config.model]
+        tp = config.tensor_parallel_size
+        self.memory: MemoryFacts = plan_memory(gpu, config.model, shape, draft_shape, tp,
+                                               config.gpu_memory_utilization, config.max_num_batched_tokens,
+                                               self.max_model_len)
+        self.timer = StepTimeModel(gpu, shape, draft_shape, tp)
+        self.scheduler = Scheduler(
+            max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
+            chunked_prefill=config.enable_chunked_prefill, kv_tokens=self.memory.kv_cache_tokens,
+            num_spec_tokens=self.k, policy=config.scheduling_policy)
+        self.faults = dict(config.faults)
+        self._seqs: dict[str, Seq] = {}
+        self._aborted: list[RequestOutput] = []
+        self._counter = 0
+
+    # --- requests -----------------------------------------------------------------------------
+    def add_request(self, request: EngineRequest) -> None:
+        prompt = list(request.prompt_token_ids)
+        params = request.sampling
+        if not prompt:
+            raise RequestRejectedError("The prompt is empty; at least one token is required.")
+        if request.request_id in self._seqs:
+            raise RequestRejectedError(f"request id {request.request_id!r} is already running")
+        if len(prompt) + params.max_tokens > self.max_model_len:
+            raise RequestRejectedError(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{len(prompt) + params.max_tokens} tokens ({len(prompt)} in the messages, {params.max_tokens} "
+                "in the completion). Please reduce the length of the messages or completion.")
+        if params.max_tokens < 1:
+            raise RequestRejectedError("max_tokens must be at least 1")
+        seed = [params.seed] if params.seed is not None else [self.config.seed, self._counter, 0x5EED]
+        draft_state = None
+        if isinstance(self.proposer, DraftModelProposer):
+            draft_state = self.proposer.lm.state(prompt)
+        seq = Seq(
+            req=request, order=self._counter, tokens=prompt, prompt_len=len(prompt),
+            rng=np.random.default_rng(seed), target_state=self.target.state(prompt), draft_state=draft_state,
+            times=RequestTimes(queued=request.arrival_time),
+            spec=RequestSpecStats(num_spec_tokens=self.k, histogram=[0] * (self.k + 1)) if self.k else None,
+        )
+        self._counter += 1
+        self._seqs[request.request_id] = seq
+        self.scheduler.add(seq)
+
+    def abort_request(self, request_id: str) -> None:
+        seq = self._seqs.pop(request_id, None)
+        if seq is None:
+            return
+        self.scheduler.remove(seq)
+        self._aborted.append(RequestOutput(request_id, [], True, "abort", None, seq.times, seq.spec,
+                                           seq.preemptions, seq.prompt_len))
+
+    def has_unfinished(self) -> bool:
+        return bool(self._seqs) or bool(self._aborted)
+
+    # --- stepping -----------------------------------------------------------------------------
+    def step(self, now: float) -> StepResult:
+        stats = StepStats(spec_accepted_per_pos=[0] * self.k)
+        work, produced = self._run(now, stats)
+        outputs: list[RequestOutput] = []
+        duration = self.timer.step_time(work)
+        end = now + duration
+        finished_outputs = self._aborted
+        self._aborted = []
+        for seq in produced:
+            if seq.times.first_token is None:
+                seq.times.first_token = end
+            seq.times.last_token = end
+            out = RequestOutput(seq.req.request_id, seq.pending, seq.finished, seq.finish_reason, seq.stop_reason,
+                                num_preemptions=seq.preemptions, prompt_tokens=seq.prompt_len)
+            seq.pending = []
+            if seq.finished:
+                out.times, out.spec = seq.times, seq.spec
+                self.scheduler.remove(seq)
+                self._seqs.pop(seq.req.request_id, None)
+            outputs.append(out)
+        stats.running = len(self.scheduler.running)
+        stats.waiting = len(self.scheduler.waiting)
+        stats.kv_cache_usage = self.scheduler.kv_usage
+        return StepResult(duration, finished_outputs + outputs, stats)
+
+    def _run(self, now: float, stats: StepStats) -> tuple[StepWork, list[Seq]]:
+        proposer = self.proposer
+        propose = proposer.propose if proposer is not None else (lambda seq, k: ([], []))
+        batch, preempted = self.scheduler.schedule(propose)
+        stats.preemptions = preempted
+        work = StepWork()
+        produced: list[Seq] = []
+        drafting = proposer is not None and proposer.uses_draft_model
+        for item in batch:
+            seq = item.seq
+            if seq.times.scheduled is None:
+                seq.times.scheduled = now
+            work.tokens += item.num_tokens
+            work.kv_read_tokens += item.computed_before + item.num_tokens
+            if item.prefill:
+                stats.prompt_tokens += item.num_tokens
+                if drafting:
+                    work.draft_prefill_tokens += item.num_tokens
+                seq.num_computed += item.num_tokens
+                if seq.num_computed == len(seq.tokens):
+                    self._plain_decode(seq)
+            else:
+                if drafting and self.k:
+                    work.draft_batch += 1
+                    work.draft_kv_tokens += len(seq.tokens)
+                self._decode(item, stats)
+            self.scheduler.settle(seq)
+            if seq.pending or seq.finished:
+                produced.append(seq)
+        if drafting and work.draft_batch:
+            work.draft_passes = self.k
+        stats.iteration_tokens = work.tokens
+        stats.generation_tokens = sum(len(s.pending) for s in produced)
+        return work, produced
+
+    def _plain_decode(self, seq: Seq) -> None:
+        """Sample one token from the target, as a non-speculative engine (and a prefill step) does."""
+        params = seq.req.sampling
+        if is_greedy(params):
+            token = self.target.greedy(seq.target_state)
+        else:
+            p = adjust(self.target.probs(seq.target_state), params.temperature, params.top_k, params.top_p)
+            token = sample(p, seq.rng)
+        seq.emit(token, self.tokenizer, self.max_model_len)
+
+    def _target_dist(self, seq: Seq) -> np.ndarray:
+        params = seq.req.sampling
+        temperature = params.temperature * (1.0 + self.faults.get("sampling_drift", 0.0))
+        return adjust(self.target.probs(seq.target_state), temperature, params.top_k, params.top_p)
+
+    def _decode(self, item: Scheduled, stats: StepStats) -> None:
+        seq, drafts = item.seq, item.drafts
+        seq.num_computed = len(seq.tokens) - 1
+        if not drafts:
+            self._plain_decode(seq)
+            seq.num_computed = len(seq.tokens) - 1
+            return
+        greedy = is_greedy(seq.req.sampling)
+        lossy = self.faults.get("lossy_verifier", 0.0)
+        corrupt = self.faults.get("json_corruption", 0.0)
+        accepted, best = 0, -1
+        done = False
+        for i, draft in enumerate(drafts):
+            if greedy:
+                best = self.target.greedy(seq.target_state)
+                ok = best == draft
+                p = None
+            else:
+                p = self._target_dist(seq)
+                ok = accept_draft(p, item.qs[i], draft, seq.rng)
+            if not ok and lossy and seq.rng.random() < lossy:
+                ok = True
+            if not ok:
+                token = best if p is None else sample(residual(p, item.qs[i], draft), seq.rng)
+                done = seq.emit(token, self.tokenizer, self.max_model_len)
+                break
+            accepted += 1
+            done = seq.emit(draft, self.tokenizer, self.max_model_len)
+            if not done and corrupt and seq.json_output(self.tokenizer) and seq.rng.random() < corrupt:
+                done = seq.emit(draft, self.tokenizer, self.max_model_len)
+            if done:
+                break
+        else:
+            if not done:
+                if greedy:
+                    bonus = self.target.greedy(seq.target_state)
+                else:
+                    bonus = sample(self._target_dist(seq), seq.rng)
+                seq.emit(bonus, self.tokenizer, self.max_model_len)
+        seq.num_computed = len(seq.tokens) - 1
+        spec = seq.spec
+        assert spec is not None
+        spec.steps += 1
+        spec.drafted += len(drafts)
+        spec.accepted += accepted
+        spec.histogram[accepted] += 1
+        spec.per_step_accepted.append(accepted)
+        spec.per_step_drafted.append(len(drafts))
+        stats.spec_drafts += 1
+        stats.spec_draft_tokens += len(drafts)
+        stats.spec_accepted += accepted
+        for pos in range(accepted):
+            stats.spec_accepted_per_pos[pos] += 1
+
+
+def build_engine(config: EngineConfig) -> SimEngine:
+    """Build the engine for ``config``; SimStartupError (or a subclass) if it cannot start."""
+    return SimEngine(config)
