@@ -1,0 +1,297 @@
+"""One streamed request against one variant, recorded whatever happens.
+
+``run_request`` never raises and never loses a record: every outcome (success, HTTP error,
+timeout, stall, broken stream, cancellation) ends in exactly one ``RequestRecord`` passed to the
+sink. Per chunk it does little: a clock read, SSE split, ``json.loads`` and a few appends.
+Headers (which may carry an API key) go to the server only; they are never stored or logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import jsonschema
+
+from speclab.model.names import CountSource, ErrorKind
+from speclab.model.records import RequestRecord, SpecCounts
+
+from .schedule import PlannedRequest
+from .sse import DONE, MalformedStream, SSEParser
+
+STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where one variant is served. ``headers`` (auth) never appear in a repr, log or record."""
+
+    variant: str
+    base_url: str
+    model: str
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    num_spec_tokens: int = 0
+
+
+class _StreamError(Exception):
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+_validators: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def schema_valid(schema: dict[str, Any], text: str) -> bool:
+    """Does ``text`` parse as JSON and satisfy ``schema``? Validators are cached per schema object."""
+    cached = _validators.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cached = (schema, cls(schema))
+        _validators[id(schema)] = cached
+    try:
+        instance = json.loads(text)
+    except ValueError:
+        return False
+    return bool(cached[1].is_valid(instance))
+
+
+def build_body(req: PlannedRequest, target: Target) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": target.model}
+    if req.endpoint == "chat":
+        body["messages"] = req.messages
+    else:
+        body["prompt"] = req.prompt
+    body.update(req.sampling)
+    body["stream"] = True
+    body["stream_options"] = STREAM_OPTIONS
+    body["return_token_ids"] = True
+    if req.schema is not None:
+        body["structured_outputs"] = {"json": req.schema}
+    return body
+
+
+def estimate_spec(chunk_tokens: list[int], k: int) -> SpecCounts:
+    """Spec counts from tokens per chunk: the first chunk is prefill; a chunk of n ≤ k+1 tokens is
+    one verify step accepting n−1 drafts; a larger (merged) chunk counts as full steps plus one."""
+    hist = [0] * (k + 1)
+    steps = accepted = 0
+    for n in chunk_tokens[1:]:
+        while n > 0:
+            take = min(n, k + 1)
+            hist[take - 1] += 1
+            steps += 1
+            accepted += take - 1
+            n -= take
+    return SpecCounts(steps=steps, drafted=steps * k, accepted=accepted, histogram=hist,
+                      num_spec_tokens=k, source=CountSource.ESTIMATED.value)
+
+
+def exact_spec(sd: dict[str, Any]) -> SpecCounts:
+    hist = [int(x) for x in sd.get("acceptance_histogram") or []]
+    k = int(sd.get("num_spec_tokens") or max(len(hist) - 1, 0))
+    return SpecCounts(
+        steps=int(sd.get("num_spec_steps") or 0),
+        drafted=int(sd.get("num_draft_tokens") or 0),
+        accepted=int(sd.get("num_accepted_draft_tokens") or 0),
+        histogram=hist,
+        num_spec_tokens=k,
+        source=CountSource.EXACT.value,
+    )
+
+
+async def run_request(
+    session: aiohttp.ClientSession,
+    target: Target,
+    req: PlannedRequest,
+    intended: float,
+    sink: Callable[[RequestRecord], None],
+    *,
+    run_start: float,
+    timeout: aiohttp.ClientTimeout,
+    warmup: bool = False,
+    worker: int = 0,
+    on_sent: Callable[[RequestRecord], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    rec = RequestRecord(
+        request_id=req.request_id, variant=target.variant, prompt_class=req.prompt_class,
+        intended=intended, warmup=warmup, worker=worker, sampling=req.sampling, prompt=req.info,
+    )
+    state = _Stream(rec, run_start, clock)
+    try:
+        body = json.dumps(build_body(req, target)).encode()
+        headers = {"Content-Type": "application/json", "X-Request-Id": req.request_id, **target.headers}
+        url = target.base_url.rstrip("/") + PATHS[req.endpoint]
+        rec.sent = clock() - run_start
+        if on_sent is not None:
+            on_sent(rec)
+        async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:
+            rec.http_status = resp.status
+            if resp.status != 200:
+                raise _StreamError(_status_kind(resp.status), await _error_text(resp))
+            await state.consume(resp)
+        state.finish(target.num_spec_tokens, req.schema)
+    except _StreamError as error:
+        state.fail(error.kind, str(error))
+    except asyncio.CancelledError:
+        state.fail(ErrorKind.CANCELLED, "cancelled at the end of the run")
+        sink(rec)
+        raise
+    except aiohttp.SocketTimeoutError:
+        state.fail(ErrorKind.STALL, f"no data for {timeout.sock_read:g} s")
+    except aiohttp.ConnectionTimeoutError:
+        state.fail(ErrorKind.CONNECT, f"connect timed out to {target.base_url}")
+    except aiohttp.ClientConnectorError as error:
+        state.fail(ErrorKind.CONNECT, f"cannot connect to {target.base_url}: {error.strerror or error}")
+    except TimeoutError:
+        state.fail(ErrorKind.TIMEOUT, f"request took longer than {timeout.total:g} s")
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as error:
+        state.fail(ErrorKind.TRUNCATED, f"connection closed before [DONE]: {type(error).__name__}")
+    except MalformedStream as error:
+        state.fail(ErrorKind.MALFORMED_STREAM, str(error))
+    except Exception as error:  # never lose a record, whatever broke
+        state.fail(ErrorKind.MALFORMED_STREAM, f"{type(error).__name__}: {error}")
+    sink(rec)
+
+
+def _status_kind(status: int) -> ErrorKind:
+    if status == 429:
+        return ErrorKind.HTTP_429
+    return ErrorKind.HTTP_5XX if status >= 500 else ErrorKind.HTTP_4XX
+
+
+async def _error_text(resp: aiohttp.ClientResponse) -> str:
+    try:
+        raw = await asyncio.wait_for(resp.content.read(2048), 2.0)
+        text = raw.decode("utf-8", "replace")
+        try:
+            data = json.loads(text)
+            if isinstance(data, dict):
+                err = data.get("error", data)
+                text = str(err.get("message", err) if isinstance(err, dict) else err)
+        except ValueError:
+            pass
+    except Exception:
+        text = ""
+    first = text.strip().splitlines()[0][:200] if text.strip() else (resp.reason or "")
+    return f"HTTP {resp.status}: {first}"
+
+
+class _Stream:
+    """Per-request parse state; the hot path is ``consume``."""
+
+    __slots__ = ("clock", "done_seen", "metrics", "prev_usage", "rec", "run_start", "texts")
+
+    def __init__(self, rec: RequestRecord, run_start: float, clock: Callable[[], float]) -> None:
+        self.rec = rec
+        self.run_start = run_start
+        self.clock = clock
+        self.texts: list[str] = []
+        self.metrics: dict[str, Any] | None = None
+        self.prev_usage = 0
+        self.done_seen = False
+
+    async def consume(self, resp: aiohttp.ClientResponse) -> None:
+        parser = SSEParser()
+        clock, run_start, rec = self.clock, self.run_start, self.rec
+        async for data in resp.content.iter_any():
+            now = clock() - run_start
+            for payload in parser.feed(data):
+                if payload == DONE:
+                    self.done_seen = True
+                    rec.done = now
+                    return
+                self._event(payload, now)
+        if parser.pending:
+            raise _StreamError(ErrorKind.TRUNCATED, "stream ended in the middle of an event")
+        raise _StreamError(ErrorKind.TRUNCATED, "stream closed before [DONE]")
+
+    def _event(self, payload: bytes, now: float) -> None:
+        try:
+            obj = json.loads(payload)
+        except ValueError as error:
+            raise _StreamError(ErrorKind.MALFORMED_STREAM, f"invalid JSON in an SSE event: {error}") from None
+        if not isinstance(obj, dict):
+            raise _StreamError(ErrorKind.MALFORMED_STREAM, "an SSE event that is not a JSON object")
+        choices = obj.get("choices")
+        if not choices:
+            if "error" in obj:
+                err = obj["error"]
+                message = err.get("message", err) if isinstance(err, dict) else err
+                raise _StreamError(ErrorKind.STREAM_ERROR_EVENT, str(message)[:300])
+            usage = obj.get("usage")
+            if choices is None and usage is None:
+                raise _StreamError(ErrorKind.MALFORMED_STREAM, "an SSE event with neither choices nor usage")
+            if usage:
+                self.rec.prompt_tokens = int(usage.get("prompt_tokens") or self.rec.prompt_tokens)
+                self.rec.output_tokens = int(usage.get("completion_tokens") or 0)
+            if obj.get("metrics"):
+                self.metrics = obj["metrics"]
+            return
+        rec = self.rec
+        choice = choices[0]
+        ids = choice.get("token_ids")
+        delta = choice.get("delta")
+        text = delta.get("content") if delta is not None else choice.get("text")
+        prompt_ids = obj.get("prompt_token_ids") or choice.get("prompt_token_ids")
+        if prompt_ids:
+            rec.prompt_tokens = len(prompt_ids)
+        usage = obj.get("usage")
+        if ids is not None:
+            n = len(ids)
+            if n:
+                rec.output_token_ids.extend(ids)
+        elif usage is not None:
+            total = int(usage.get("completion_tokens") or 0)
+            n, self.prev_usage = total - self.prev_usage, total
+        else:
+            n = 1 if text else 0
+        if n > 0 or text:
+            if rec.first_token is None:
+                rec.first_token = now
+            rec.last_token = now
+            rec.chunk_times.append(now)
+            rec.chunk_tokens.append(n)
+        if text:
+            self.texts.append(text)
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            rec.finish_reason = reason
+
+    def finish(self, k: int, schema: dict[str, Any] | None) -> None:
+        rec = self.rec
+        rec.output_text = "".join(self.texts)
+        counted = sum(rec.chunk_tokens)
+        if rec.output_tokens == 0:
+            rec.output_tokens = counted
+        metrics = self.metrics
+        if metrics:
+            rec.server_queue_ms = _float(metrics.get("queue_time_ms"))
+            rec.server_prefill_ms = _float(metrics.get("time_to_first_token_ms"))
+            rec.server_decode_ms = _float(metrics.get("generation_time_ms"))
+            sd = metrics.get("speculative_decoding")
+            if isinstance(sd, dict):
+                rec.spec = exact_spec(sd)
+        if rec.spec.source == CountSource.NONE.value and k > 0:
+            rec.spec = estimate_spec(rec.chunk_tokens, k)
+        if schema is not None:
+            rec.schema_valid = schema_valid(schema, rec.output_text)
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        rec = self.rec
+        rec.error_kind = kind.value
+        rec.error_message = message
+        rec.output_text = "".join(self.texts)
+        if rec.output_tokens == 0:
+            rec.output_tokens = sum(rec.chunk_tokens)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,156 @@
+"""Is the load generator keeping up? Numbers from a saturated client are not the server's.
+
+Each worker watches three things per 1 s interval of the run clock: its schedule lag (sent −
+intended), its event-loop lag (how late a 10 ms ticker wakes) and its CPU share. An interval in
+which any crosses its limit is reported as saturated, with the reason, so the aggregator can flag
+it in progress lines and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SCHEDULE_LAG_LIMIT_MS = 5.0
+LOOP_LAG_LIMIT_MS = 10.0
+CPU_LIMIT_PERCENT = 90.0
+TICK_S = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerHealth:
+    """One worker's view of itself over one 1 s interval ``[interval, interval + 1)`` of the run clock."""
+
+    worker: int
+    interval: int
+    t: float  # when the report was made (run clock)
+    sent: int
+    finished: int
+    in_flight: int
+    schedule_lag_p99_ms: float
+    schedule_lag_max_ms: float
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    cpu_percent: float
+    saturated: bool
+    reason: str = ""
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of a small list (0 for an empty one)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(q / 100.0 * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def judge(schedule_p99_ms: float, loop_p99_ms: float, cpu_percent: float) -> tuple[bool, str]:
+    reasons = []
+    if schedule_p99_ms > SCHEDULE_LAG_LIMIT_MS:
+        reasons.append(f"schedule lag p99 {schedule_p99_ms:.1f} ms > {SCHEDULE_LAG_LIMIT_MS:g} ms")
+    if loop_p99_ms > LOOP_LAG_LIMIT_MS:
+        reasons.append(f"event-loop lag p99 {loop_p99_ms:.1f} ms > {LOOP_LAG_LIMIT_MS:g} ms")
+    if cpu_percent >= CPU_LIMIT_PERCENT:
+        reasons.append(f"client CPU {cpu_percent:.0f}% of a core")
+    return bool(reasons), "; ".join(reasons)
+
+
+class HealthMonitor:
+    """Runs the ticker; calls ``emit`` with a WorkerHealth at each interval boundary and ``on_tick``
+    every tick (the engine flushes record batches there)."""
+
+    def __init__(
+        self,
+        worker: int,
+        run_start: float,
+        counts: Callable[[], tuple[int, int, int]],
+        emit: Callable[[WorkerHealth], None],
+        *,
+        on_tick: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
+        self.worker = worker
+        self.run_start = run_start
+        self._counts = counts
+        self._emit = emit
+        self._on_tick = on_tick
+        self._clock = clock
+        self._cpu_clock = cpu_clock
+        self._schedule_lags: list[float] = []
+        self._loop_lags: list[float] = []
+        self._interval: int | None = None
+        self._cpu_mark = (0.0, 0.0)
+        self._base = (0, 0)
+
+    def note_schedule_lag(self, lag_s: float) -> None:
+        self._schedule_lags.append(lag_s)
+
+    def note_loop_lag(self, lag_s: float) -> None:
+        self._loop_lags.append(lag_s)
+
+    def start(self) -> None:
+        now = self._clock() - self.run_start
+        self._interval = int(now // 1.0)
+        self._cpu_mark = (self._clock(), self._cpu_clock())
+        sent, finished, _ = self._counts()
+        self._base = (sent, finished)
+
+    def check(self, now: float) -> None:
+        """Close the interval if ``now`` (run clock) has moved past it."""
+        if self._interval is None:
+            self.start()
+            return
+        current = int(now // 1.0)
+        if current > self._interval:
+            self.report(now)
+            self._interval = current
+
+    def report(self, now: float) -> WorkerHealth:
+        wall, cpu = self._clock(), self._cpu_clock()
+        dwall = wall - self._cpu_mark[0]
+        cpu_percent = 100.0 * (cpu - self._cpu_mark[1]) / dwall if dwall > 0 else 0.0
+        self._cpu_mark = (wall, cpu)
+        sched, loop = self._schedule_lags, self._loop_lags
+        self._schedule_lags, self._loop_lags = [], []
+        sent, finished, in_flight = self._counts()
+        s99 = percentile(sched, 99.0) * 1000.0
+        l99 = percentile(loop, 99.0) * 1000.0
+        saturated, reason = judge(s99, l99, cpu_percent)
+        health = WorkerHealth(
+            worker=self.worker,
+            interval=self._interval if self._interval is not None else int(now // 1.0),
+            t=now,
+            sent=sent - self._base[0],
+            finished=finished - self._base[1],
+            in_flight=in_flight,
+            schedule_lag_p99_ms=s99,
+            schedule_lag_max_ms=max(sched, default=0.0) * 1000.0,
+            loop_lag_p99_ms=l99,
+            loop_lag_max_ms=max(loop, default=0.0) * 1000.0,
+            cpu_percent=cpu_percent,
+            saturated=saturated,
+            reason=reason,
+        )
+        self._base = (sent, finished)
+        self._emit(health)
+        return health
+
+    async def run(self) -> None:
+        """The ticker: sleeps TICK_S, records how late it woke, closes intervals. Cancel to stop."""
+        clock, run_start = self._clock, self.run_start
+        self.start()
+        expected = clock() + TICK_S
+        while True:
+            await asyncio.sleep(TICK_S)
+            wall = clock()
+            self._loop_lags.append(max(0.0, wall - expected))
+            expected = wall + TICK_S
+            now = wall - run_start
+            if self._on_tick is not None:
+                self._on_tick(now)
+            self.check(now)
