@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -14,8 +15,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The server over the fake engine until the real engine core (speclab/sim/engine.py) is in use.
-SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "tests.sim_server.fake_main")
+# The real simulator once its engine core (speclab/sim/engine.py) exists; until then the same server
+# over tests/sim_server/fake_engine.py. SPECLAB_SIM_TEST_MODULE overrides either way.
+REAL_ENGINE = importlib.util.find_spec("speclab.sim.engine") is not None
+SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim" if REAL_ENGINE else "tests.sim_server.fake_main")
 SPEC_ARGS = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}',
              "--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed"]
 

@@ -84,7 +84,8 @@ async def test_startup_lines_warning_and_sigterm(tmp_path: Path) -> None:
 async def test_sigterm_with_request_in_flight(tmp_path: Path) -> None:
     p = start_sim(["sim-8b"], tmp_path, "inflight")
     async with aiohttp.ClientSession() as s, s.post(p.url + "/v1/completions",
-                                                    json={"prompt": "a", "max_tokens": 2000, "stream": True}) as r:
+                                                    json={"prompt": "a", "max_tokens": 1000, "stream": True,
+                                                          "ignore_eos": True}) as r:
         await r.content.readline()
         p.proc.terminate()
         raw = (await r.read()).decode()
