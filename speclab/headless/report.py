@@ -148,6 +148,14 @@ def _fmt(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{suffix}"
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100.0 * value:.1f}%"
 
@@ -235,7 +243,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(keys) + " |")
         lines.append("|" + "---|" * len(keys))
         for row in memory:
-            lines.append("| " + " | ".join(str(row.get(k, "–")) for k in keys) + " |")
+            lines.append("| " + " | ".join(_cell(row.get(k)) for k in keys) + " |")
     for section in ("crosscheck", "gates"):
         items = report.get(section)
         if items:

@@ -1,0 +1,162 @@
+"""Command bodies: turn parsed options into a session, a front end and an exit code."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+
+from speclab.model.errors import InputError, SpeclabError
+from speclab.model.exit_codes import ExitCode
+from speclab.session.options import RunOptions
+
+
+def _variants(value: str | None) -> tuple[str, ...] | None:
+    if not value:
+        return None
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def run_options(scenario: str, opts: dict[str, Any], *, lab: str | None = None) -> RunOptions:
+    return RunOptions(
+        scenario=scenario,
+        lab=lab or opts.get("lab_name_opt"),
+        engine=opts.get("engine", "auto"),
+        attach=tuple(opts.get("attach") or ()),
+        headers=tuple(opts.get("headers") or ()),
+        api_key_env=opts.get("api_key_env"),
+        record_path=opts.get("record_path"),
+        report_dir=opts.get("report_dir"),
+        duration=opts.get("duration"),
+        requests=opts.get("requests"),
+        rate=opts.get("rate"),
+        concurrency=opts.get("concurrency"),
+        seed=opts.get("seed"),
+        workers=int(opts.get("workers") or 1),
+        sequential=bool(opts.get("sequential")),
+        variants=_variants(opts.get("variants")),
+        force=bool(opts.get("force")),
+    )
+
+
+def run_headless(scenario: str, opts: dict[str, Any]) -> int:
+    from speclab.headless.run import run_session
+
+    options = run_options(scenario, opts)
+    return int(asyncio.run(run_session(options)))
+
+
+def open_lab(lab_name: str, scenario: str, opts: dict[str, Any]) -> int:
+    from speclab.session.live import LiveSession
+    from speclab.ui.app import create_app
+
+    options = run_options(scenario, opts, lab=opts.get("lab_name_opt") or lab_name)
+    session = LiveSession(options)
+    app = create_app(session, session)
+    app.run()
+    if session.final is None:
+        asyncio.run(session.stop())
+    return int(app.return_code or 0)
+
+
+def show_lab(lab_name: str, engine: str) -> int:
+    from speclab.model.lab import load_lab
+    from speclab.servers.argv import render_show_lines
+    from speclab.servers.engine import select_engine
+
+    lab = load_lab(lab_name)
+    choice = select_engine("sim" if engine == "sim" else "auto")
+    for line in render_show_lines(lab, engine_available=choice.engine):
+        click.echo(line)
+    return int(ExitCode.OK)
+
+
+def run_accept(lab_name: str, opts: dict[str, Any]) -> int:
+    from speclab.session.accept import AcceptOptions, run_accept_stages
+
+    stages = tuple(s.strip() for s in opts["stages"].split(",")) if opts.get("stages") else None
+    options = AcceptOptions(
+        lab=lab_name, gates_file=opts.get("gates_file"), profile=opts.get("profile") or "quick", stages=stages,
+        keep_going=bool(opts.get("keep_going")), report_dir=opts.get("report_dir"),
+        record_path=opts.get("record_path"), engine=opts.get("engine") or "auto", force=bool(opts.get("force")),
+        seed=opts.get("seed"),
+    )
+    return int(asyncio.run(run_accept_stages(options)))
+
+
+def run_replay(recording: str, opts: dict[str, Any]) -> int:
+    from speclab.model.paths import resolve
+    from speclab.recording.reader import Recording
+
+    rec = Recording.open(resolve(recording, "recordings"))
+    for warning in rec.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if opts.get("refire"):
+        from speclab.session.refire import refire
+
+        return int(asyncio.run(refire(rec, opts)))
+    if opts.get("report_dir"):
+        from speclab.headless.report import build_report, write_report
+        from speclab.recording.replay import replay_final_snapshot, server_views, session_info
+
+        final = replay_final_snapshot(rec)
+        report = build_report(session_info(rec), final, servers=server_views(rec), command="replay",
+                              extra={"recording": str(rec.path), "warnings": list(rec.warnings)})
+        for path in write_report(report, Path(opts["report_dir"])):
+            click.echo(f"report: {path}")
+        return int(ExitCode.OK)
+    from speclab.recording.replay import ReplaySource
+    from speclab.ui.app import create_app
+
+    source = ReplaySource(rec, speed=float(opts.get("speed") or 1.0))
+    app = create_app(source, None, replay=source)
+    app.run()
+    return int(app.return_code or 0)
+
+
+def run_compare(a: str, b: str, report_dir: Path | None) -> int:
+    from speclab.model.paths import resolve
+    from speclab.recording.compare import compare_recordings, render_markdown, write_comparison
+    from speclab.recording.reader import Recording
+
+    ra, rb = Recording.open(resolve(a, "recordings")), Recording.open(resolve(b, "recordings"))
+    result = compare_recordings(ra, rb)
+    if report_dir is not None:
+        write_comparison(result, Path(report_dir))
+        click.echo(f"comparison: {report_dir}/compare.json, {report_dir}/compare.md")
+    else:
+        click.echo(render_markdown(result))
+    return int(ExitCode.OK)
+
+
+def validate_files(files: tuple[str, ...]) -> int:
+    """Validate each file by its kind (scenario, lab, gates — from its folder or its keys)."""
+    from speclab.model.gates import load_gates
+    from speclab.model.lab import Lab
+    from speclab.model.loading import load_model, load_toml
+    from speclab.model.scenario import Scenario
+
+    problems = 0
+    for name in files:
+        path = Path(name)
+        try:
+            if not path.exists():
+                raise InputError(f"{name}: no such file")
+            data = load_toml(path)
+            if "profiles" in data or path.name.startswith("gates"):
+                load_gates(path)
+                kind = "gates"
+            elif "arrival" in data or "classes" in data:
+                load_model(path, Scenario)
+                kind = "scenario"
+            else:
+                load_model(path, Lab)
+                kind = "lab"
+            click.echo(f"{name}: ok ({kind})")
+        except SpeclabError as error:
+            problems += 1
+            for line in str(error).splitlines():
+                click.echo(line, err=True)
+    return int(ExitCode.BAD_INPUT if problems else ExitCode.OK)

@@ -1,0 +1,36 @@
+"""One plain progress line per second from the snapshot stream (no colours when not a terminal)."""
+
+from __future__ import annotations
+
+from speclab.model.names import Metric
+from speclab.model.snapshot import Snapshot
+
+
+def _ms(us: int | None) -> str:
+    return "–" if us is None else f"{us / 1000:.0f}"
+
+
+def progress_line(snap: Snapshot) -> str:
+    """E.g. ``t=12s baseline 8.0 req/s p99 e2e 412ms err 0 | k4 8.0 req/s p99 390ms AL 2.71 rej 31% | client ok``."""
+    parts = [f"t={snap.t:5.1f}s"]
+    for name, vstats in snap.cumulative.items():
+        total = vstats.total
+        last = snap.last_interval.get(name)
+        rps = last.total.requests_per_s if last is not None else 0.0
+        e2e = total.latency.get(Metric.E2E_CORRECTED.value)
+        piece = f"{name} {rps:.1f} req/s done {total.requests} p99 {_ms(e2e.p99 if e2e else None)}ms"
+        al = total.acceptance.acceptance_length
+        if al is not None:
+            rej = total.acceptance.rejection_rate or 0.0
+            piece += f" AL {al:.2f} rej {100 * rej:.0f}%"
+        if total.error_count:
+            piece += f" err {total.error_count}"
+        parts.append(piece)
+    health = snap.health
+    if health.saturated:
+        parts.append(f"CLIENT SATURATED ({health.reason})")
+    else:
+        parts.append(f"client lag p99 {health.schedule_lag_p99_ms:.1f}ms cpu {health.cpu_percent:.0f}%")
+    if snap.paused:
+        parts.append("PAUSED")
+    return " | ".join(parts)

@@ -1,0 +1,122 @@
+"""`speclab run`: a live session without a screen, one progress line per second, a report, an exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from speclab.metrics.crosscheck import crosscheck, mismatches
+from speclab.model.exit_codes import ExitCode
+from speclab.model.snapshot import Snapshot
+from speclab.servers.memory import memory_table
+from speclab.session.live import LiveSession
+from speclab.session.options import RunOptions
+
+from .progress import progress_line
+from .report import build_report, write_report
+
+SATURATED_LIMIT = 0.5  # more than this share of intervals saturated: the measurement is invalid
+
+
+def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[ExitCode, str]:
+    """The exit code of a finished run and its one-line reason."""
+    measured = [r for r in session.records if not r.warmup]
+    if interrupted:
+        return ExitCode.INTERRUPTED, "interrupted; the partial report and recording cover what was measured"
+    if measured and all(r.error_kind is not None for r in measured):
+        kinds = sorted({str(r.error_kind) for r in measured})
+        first = next(r.error_message for r in measured if r.error_message)
+        return ExitCode.ALL_REQUESTS_FAILED, f"every request failed ({', '.join(kinds)}): {first}"
+    if not measured:
+        return ExitCode.ALL_REQUESTS_FAILED, "no request finished"
+    intervals = max(final.interval + 1, 1)
+    if len(final.saturated_intervals) > SATURATED_LIMIT * intervals:
+        return (ExitCode.MEASUREMENT_INVALID,
+                f"the client could not keep up in {len(final.saturated_intervals)} of {intervals} intervals")
+    return ExitCode.OK, "ok"
+
+
+def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str, Any]:
+    kv: dict[str, list[float]] = {}
+    for sample in session.samples:
+        if sample.up:
+            kv.setdefault(sample.variant, []).append(sample.kv_usage)
+    checks = crosscheck(session.records, session.samples)
+    return {
+        "engine": str(session.engine),
+        "memory": memory_table(session.servers_running, kv),
+        "crosscheck": [{"summary": c.message, "ok": c.ok, "variant": c.variant, "quantity": c.quantity,
+                        "client": c.client, "server": c.server} for c in checks],
+        "crosscheck_ok": not mismatches(checks),
+        "exit": {"code": int(code), "name": code.name, "reason": reason},
+    }
+
+
+async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode:
+    session = LiveSession(options)
+    print(session.first_line(), file=out, flush=True)
+    interrupted = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, interrupted.set)
+        loop.add_signal_handler(signal.SIGTERM, interrupted.set)
+    try:
+        await session.ensure_started()
+        final = await _follow(session, interrupted, out)
+    except BaseException:
+        await session.stop("failed")
+        raise
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+    was_interrupted = interrupted.is_set()
+    await session.stop("interrupted" if was_interrupted else "complete")
+    code, reason = judge(session, final, was_interrupted)
+    for c in mismatches(crosscheck(session.records, session.samples)):
+        print(f"warning: acceptance cross-check: {c.message}", file=out)
+    if options.report_dir is not None:
+        report = build_report(session.info, final, servers=session.servers(), command="run",
+                              extra=report_extra(session, code, reason))
+        paths = write_report(report, Path(options.report_dir))
+        print(f"report: {', '.join(str(p) for p in paths)}", file=out)
+    if options.record_path is not None:
+        print(f"recording: {options.record_path}", file=out)
+    print(f"exit {int(code)} ({code.name.lower()}): {reason}", file=out, flush=True)
+    return code
+
+
+async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO) -> Snapshot:
+    """Print a line per closed interval until the run ends or is interrupted; return the final snapshot."""
+    last_interval = -1
+    stream = session.snapshots()
+    stop_wait = asyncio.ensure_future(interrupted.wait())
+    try:
+        while True:
+            next_snap = asyncio.ensure_future(anext(stream))
+            done, _ = await asyncio.wait({next_snap, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if next_snap not in done:
+                next_snap.cancel()
+                print("interrupted: draining in-flight requests, writing what was measured", file=out, flush=True)
+                await session.stop("interrupted")
+                return await session.wait()
+            try:
+                snap = next_snap.result()
+            except StopAsyncIteration:
+                return await session.wait()
+            for event in snap.events:
+                print(f"event t={event.t:.1f}s {event.kind}: {event.message}", file=out)
+            if snap.finished:
+                print(progress_line(snap), file=out, flush=True)
+                return snap
+            if snap.interval > last_interval:
+                last_interval = snap.interval
+                print(progress_line(snap), file=out, flush=True)
+    finally:
+        stop_wait.cancel()
+        with contextlib.suppress(Exception):
+            await stream.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,359 @@
+"""A live run: servers + traffic + scraping + aggregation + recording, as one snapshot stream.
+
+``LiveSession`` is the composition root both front ends drive. Traffic runs in worker processes;
+this process only aggregates, scrapes ``/metrics`` once a second and publishes immutable
+snapshots at 4 Hz to every subscriber (the app, the progress printer) and to the recorder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import platform
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from speclab import __version__
+from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.scraper import MetricsScraper
+from speclab.model.errors import InputError
+from speclab.model.lab import Lab
+from speclab.model.names import INTERVAL_S, SNAPSHOT_HZ
+from speclab.model.records import Event, RequestRecord, ServerSample
+from speclab.model.snapshot import ClientHealth, Snapshot
+from speclab.recording.writer import RecordingWriter
+from speclab.servers.engine import EngineChoice, select_engine
+from speclab.servers.manager import RunningServer, ServerManager, attach, parse_attach, probe_attached
+from speclab.servers.pairing import pair_info, require_pairing
+from speclab.traffic.client import Target
+from speclab.traffic.health import WorkerHealth
+from speclab.traffic.runner import TrafficRunner, TrafficSummary
+from speclab.traffic.schedule import Plan, build_plan
+
+from .api import ServerView, SessionInfo
+from .options import RunOptions, load_lab_for, load_scenario, parse_headers
+
+
+class LiveSession:
+    """``await start()``, then consume ``snapshots()``; ``await wait()`` for the end; ``await stop()``."""
+
+    def __init__(self, options: RunOptions, *, clock: Any = time.monotonic) -> None:
+        self.options = options
+        self._clock = clock
+        self.scenario, self.scenario_path = load_scenario(options.scenario)
+        self.lab: Lab | None = load_lab_for(options, self.scenario, self.scenario_path)
+        self.plan: Plan = build_plan(
+            self.scenario, duration_s=options.duration, requests=options.requests, rate=options.rate,
+            concurrency=options.concurrency, seed=options.seed,
+        )
+        self.headers, self._api_key = parse_headers(options.headers, options.api_key_env)
+        self.engine: EngineChoice = select_engine(options.engine) if self.lab else EngineChoice("attached", "attached")
+        self.pair: dict[str, Any] = {}
+        if self.lab is not None:
+            self.pair = pair_info(self.lab, require_pairing(self.lab, force=options.force))
+        self.variants = self._variant_names()
+        self.classes = tuple(c.name for c in self.plan.classes)
+        self.info = SessionInfo(
+            lab=self.lab.name if self.lab else "attached", scenario=self.plan.name, variants=self.variants,
+            classes=self.classes, simulated=self.engine.simulated, pair={k: str(v) for k, v in self.pair.items()},
+            arrival=self._arrival_facts(),
+        )
+        self.run_start = clock()
+        self.aggregator = Aggregator(self.variants, self.classes, interval_s=INTERVAL_S,
+                                     simulated=self.engine.simulated, warmup_s=self.plan.warmup_s)
+        self.servers_running: dict[str, RunningServer] = {}
+        self.manager: ServerManager | None = None
+        self.runner: TrafficRunner | None = None
+        self.recorder: RecordingWriter | None = None
+        self.summary: TrafficSummary | None = None
+        self.final: Snapshot | None = None
+        self.records: list[RequestRecord] = []  # kept for cross-checks, gates and the report
+        self.samples: list[ServerSample] = []
+        self._log_dir = Path(tempfile.mkdtemp(prefix="speclab-logs-"))
+        self._subscribers: list[asyncio.Queue[Snapshot]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._paused = False
+        self._stopping = False
+        self._done = asyncio.Event()
+        self._health: dict[int, WorkerHealth] = {}
+        self._scrapers: dict[str, MetricsScraper] = {}
+        self._down: set[str] = set()
+        self._start_task: asyncio.Task[None] | None = None
+
+    # -- setup -----------------------------------------------------------------------------------
+
+    def _variant_names(self) -> tuple[str, ...]:
+        if self.lab is None:
+            return tuple(parse_attach(spec)[0] for spec in self.options.attach)
+        names = self.lab.variant_names
+        if self.options.variants:
+            unknown = [v for v in self.options.variants if v not in names]
+            if unknown:
+                raise InputError(f"--variants: lab {self.lab.name!r} has no variant {', '.join(unknown)} "
+                                 f"(it has {', '.join(names)})")
+            names = tuple(v for v in names if v in self.options.variants)
+        return names
+
+    def _arrival_facts(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"mode": self.plan.mode, "process": self.plan.process,
+                                 "variants": "sequential" if self.options.sequential else "concurrent"}
+        facts.update(self.plan.overrides)
+        if self.plan.duration_s is not None:
+            facts["duration_s"] = self.plan.duration_s
+        if self.plan.requests is not None:
+            facts["requests"] = self.plan.requests
+        return facts
+
+    def now(self) -> float:
+        return self._clock() - self.run_start
+
+    def first_line(self) -> str:
+        target = f"lab {self.info.lab}" if self.lab else "attached servers"
+        return (f"speclab {__version__}: {self.plan.name} on {target} ({', '.join(self.variants)}); "
+                f"engine: {self.engine}")
+
+    async def start(self) -> None:
+        """Start (or probe) servers, take a baseline scrape, then start traffic and the pump."""
+        if self.lab is not None:
+            self.manager = ServerManager(self.lab, self.engine.engine, log_dir=self._log_dir,  # type: ignore[arg-type]
+                                         api_key=self._api_key)
+            self.servers_running = await self.manager.start(self.variants)
+        for spec in self.options.attach:
+            label, url = parse_attach(spec)
+            self.servers_running[label] = await probe_attached(attach(label, url, self.headers))
+        self.run_start = self._clock()  # the run clock starts once servers are up
+        self.recorder = self._open_recorder()
+        self._http = aiohttp.ClientSession()
+        for name, server in self.servers_running.items():
+            self._scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers)
+            await self._scrapers[name].scrape(self._http, self.now())  # baseline: deltas start here
+        targets = {
+            name: Target(variant=name, base_url=s.base_url, model=s.model_name or "", headers=dict(s.headers),
+                         num_spec_tokens=int(s.settings.get("num_speculative_tokens") or 0)
+                         if s.settings.get("method") else 0)
+            for name, s in self.servers_running.items()
+        }
+        self.runner = TrafficRunner(self.plan, targets, workers=self.options.workers, sequential=self.options.sequential,
+                                    run_start=self.run_start, on_records=self._on_records, on_health=self._on_health)
+        await self.runner.start()
+        self._tasks = [asyncio.create_task(self._pump(), name="speclab-pump"),
+                       asyncio.create_task(self._scrape_loop(), name="speclab-scrape"),
+                       asyncio.create_task(self._await_traffic(), name="speclab-traffic-end")]
+
+    def _open_recorder(self) -> RecordingWriter | None:
+        if self.options.record_path is None:
+            return None
+        manifest = {
+            "lab": self.info.lab, "scenario": self.plan.name, "scenario_path": str(self.scenario_path),
+            "pair": self.pair, "variants": list(self.variants), "classes": list(self.classes),
+            "arrival": self.info.arrival, "simulated": self.engine.simulated, "engine": str(self.engine),
+            "speclab_version": __version__, "warmup_s": self.plan.warmup_s, "interval_s": INTERVAL_S,
+            "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(),
+                            "engine": s.engine, "baseline": s.baseline} for n, s in self.servers_running.items()},
+            "host": {"hostname": platform.node(), "python": platform.python_version(), "platform": platform.platform()},
+        }
+        secrets = [self._api_key] if self._api_key else []
+        return RecordingWriter(self.options.record_path, manifest, force=self.options.force, secrets=secrets)
+
+    # -- data flow -------------------------------------------------------------------------------
+
+    def _on_records(self, records: list[RequestRecord]) -> None:
+        self.records.extend(records)
+        self.aggregator.add_records(records)
+        if self.recorder is not None:
+            self.recorder.write_records(records)
+
+    def _on_health(self, health: WorkerHealth) -> None:
+        self._health[health.worker] = health
+        reports = list(self._health.values())
+        saturated = [h for h in reports if h.saturated]
+        self.aggregator.set_health(ClientHealth(
+            schedule_lag_p99_ms=max(h.schedule_lag_p99_ms for h in reports),
+            loop_lag_max_ms=max(h.loop_lag_max_ms for h in reports),
+            cpu_percent=max(h.cpu_percent for h in reports),
+            in_flight=sum(h.in_flight for h in reports),
+            saturated=bool(saturated),
+            reason="; ".join(h.reason for h in saturated),
+        ))
+        if saturated and self.recorder is not None:
+            self.recorder.mark_saturated(health.interval, health.t, saturated[0].reason)
+
+    def add_event(self, event: Event) -> None:
+        self.aggregator.add_event(event)
+        if self.recorder is not None:
+            self.recorder.write_events([event])
+
+    async def _scrape_loop(self) -> None:
+        while not self._done.is_set():
+            await asyncio.sleep(INTERVAL_S)
+            samples = await asyncio.gather(
+                *(s.scrape(self._http, self.now()) for s in self._scrapers.values()), return_exceptions=True)
+            good = [s for s in samples if isinstance(s, ServerSample)]
+            for sample in good:
+                self.samples.append(sample)
+                self.aggregator.add_server_sample(sample)
+                self._watch_up(sample)
+            if self.recorder is not None and good:
+                self.recorder.write_samples(good)
+
+    def _watch_up(self, sample: ServerSample) -> None:
+        if not sample.up and sample.variant not in self._down:
+            self._down.add(sample.variant)
+            server = self.servers_running.get(sample.variant)
+            if server is not None and server.status == "ready":
+                server.status = "exited"
+            self.add_event(Event(t=sample.t, kind="server_down", variant=sample.variant,
+                                 message=f"{sample.variant}: /metrics unreachable: {sample.error}"))
+        elif sample.up and sample.variant in self._down:
+            self._down.discard(sample.variant)
+            self.add_event(Event(t=sample.t, kind="server_up", variant=sample.variant,
+                                 message=f"{sample.variant}: answering again"))
+
+    async def _pump(self) -> None:
+        period = 1.0 / SNAPSHOT_HZ
+        while not self._done.is_set():
+            await asyncio.sleep(period)
+            now = self.now()
+            self.aggregator.tick(now)
+            self._publish(self.aggregator.snapshot(now, paused=self._paused))
+            if self.recorder is not None:
+                self.recorder.write_closed_intervals(self.aggregator)
+
+    def _publish(self, snap: Snapshot) -> None:
+        for queue in self._subscribers:
+            if queue.qsize() > 8:  # a slow consumer gets the newest snapshots, not a backlog
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+            queue.put_nowait(snap)
+
+    async def _await_traffic(self) -> None:
+        assert self.runner is not None
+        self.summary = await self.runner.finished
+        await self._finish()
+
+    async def _finish(self, status: str = "complete") -> None:
+        if self._done.is_set():
+            return
+        self._done.set()
+        now = self.now()
+        # One last scrape so server-wide counters cover every finished request.
+        with contextlib.suppress(Exception):
+            for s in self._scrapers.values():
+                sample = await s.scrape(self._http, now)
+                self.samples.append(sample)
+                self.aggregator.add_server_sample(sample)
+                if self.recorder is not None:
+                    self.recorder.write_samples([sample])
+        self.aggregator.finish(now)
+        self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
+        self._publish(self.final)
+        if self.recorder is not None:
+            self.recorder.write_closed_intervals(self.aggregator)
+            for name, server in self.servers_running.items():
+                if server.log_path is not None:
+                    self.recorder.copy_log(name, server.log_path)
+            self.recorder.close({"status": status}, end_s=now)
+
+    # -- SnapshotSource ----------------------------------------------------------------------------
+
+    async def ensure_started(self) -> None:
+        """Start once, however many consumers ask (the app opens before its servers are up)."""
+        if self._start_task is None:
+            self._start_task = asyncio.ensure_future(self.start())
+        await asyncio.shield(self._start_task)
+
+    async def snapshots(self) -> AsyncIterator[Snapshot]:
+        queue: asyncio.Queue[Snapshot] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            await self.ensure_started()
+            if self.final is not None:
+                yield self.final
+                return
+            while True:
+                snap = await queue.get()
+                yield snap
+                if snap.finished:
+                    return
+        finally:
+            self._subscribers.remove(queue)
+
+    def servers(self) -> dict[str, ServerView]:
+        views = {}
+        for name, s in self.servers_running.items():
+            views[name] = ServerView(
+                variant=name, status=s.status, command=s.command, base_url=s.base_url, engine=s.engine,
+                settings=dict(s.settings), memory=s.memory.as_dict(), log_tail=s.log_tail[-40:], baseline=s.baseline,
+            )
+        return views
+
+    async def wait(self) -> Snapshot:
+        await self._done.wait()
+        assert self.final is not None
+        return self.final
+
+    async def stop(self, status: str = "stopped") -> None:
+        """Stop traffic (drain, then cancel), publish the final snapshot, stop servers. Idempotent."""
+        if self._stopping:
+            await self._done.wait()
+            return
+        self._stopping = True
+        try:
+            if self._start_task is not None and not self._start_task.done():
+                self._start_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._start_task
+            if self.runner is not None and not self._done.is_set():
+                self.summary = await self.runner.stop(self.options.drain_timeout_s)
+            if not self._done.is_set() and self.runner is not None:
+                await self._finish(status)
+            self._done.set()
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(BaseException):
+                    await task
+            if hasattr(self, "_http"):
+                await self._http.close()
+            if self.manager is not None:
+                await self.manager.stop()
+
+    # -- LiveControls ------------------------------------------------------------------------------
+
+    async def pause(self) -> None:
+        if self.runner is not None:
+            await self.runner.pause()
+        self._paused = True
+        self.add_event(Event(t=self.now(), kind="pause", message="traffic paused"))
+
+    async def resume(self) -> None:
+        if self.runner is not None:
+            await self.runner.resume()
+        self._paused = False
+        self.add_event(Event(t=self.now(), kind="resume", message="traffic resumed"))
+
+    async def set_rate(self, rate: float) -> None:
+        if self.runner is not None:
+            await self.runner.set_rate(rate)
+        self.add_event(Event(t=self.now(), kind="config_change", message=f"rate -> {rate:g} req/s", data={"rate": rate}))
+
+    async def set_concurrency(self, concurrency: int) -> None:
+        if self.runner is not None:
+            await self.runner.set_concurrency(concurrency)
+        self.add_event(Event(t=self.now(), kind="config_change", message=f"concurrency -> {concurrency}",
+                             data={"concurrency": concurrency}))
+
+    async def relaunch(self, variant: str, changes: dict[str, Any]) -> None:
+        if self.manager is None:
+            raise InputError("relaunch: attached servers were not launched by speclab")
+        event = await self.manager.relaunch(variant, changes)
+        self.servers_running[variant] = self.manager.servers[variant]
+        self._scrapers[variant] = MetricsScraper(self.servers_running[variant].base_url, variant)
+        await self._scrapers[variant].scrape(self._http, self.now())
+        self.add_event(Event(t=self.now(), kind=event.kind, message=event.message, variant=variant, data=event.data))

@@ -1,0 +1,74 @@
+"""What a run was asked to do: the options every front end collects, resolved into files and a plan."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from speclab.model.errors import InputError
+from speclab.model.lab import Lab, load_lab
+from speclab.model.loading import load_model
+from speclab.model.paths import resolve
+from speclab.model.scenario import Scenario
+
+DEFAULT_LAB = "default"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: str
+    lab: str | None = None
+    engine: str = "auto"
+    attach: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    api_key_env: str | None = None
+    record_path: Path | None = None
+    report_dir: Path | None = None
+    duration: float | None = None
+    requests: int | None = None
+    rate: float | None = None
+    concurrency: int | None = None
+    seed: int | None = None
+    workers: int = 1
+    sequential: bool = False
+    variants: tuple[str, ...] | None = None
+    force: bool = False
+    drain_timeout_s: float = 10.0
+
+
+def load_scenario(name_or_path: str | Path) -> tuple[Scenario, Path]:
+    path = resolve(name_or_path, "scenarios")
+    return load_model(path, Scenario), path
+
+
+def load_lab_for(options: RunOptions, scenario: Scenario, scenario_path: Path) -> Lab | None:
+    """The lab named on the command line, else the scenario's inline [lab], else the default lab
+    (none when only --attach servers are measured)."""
+    if options.lab:
+        return load_lab(options.lab)
+    if scenario.lab is not None:
+        try:
+            return Lab.model_validate(scenario.lab)
+        except ValueError as error:
+            raise InputError(f"{scenario_path}: lab: {error}") from None
+    if options.attach:
+        return None
+    return load_lab(DEFAULT_LAB)
+
+
+def parse_headers(specs: tuple[str, ...], api_key_env: str | None) -> tuple[dict[str, str], str | None]:
+    """``--header K=V`` and ``--api-key-env VAR`` -> headers for attached servers, and the key itself."""
+    headers: dict[str, str] = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--header {key!r}: expected K=V")
+        headers[key.strip()] = value
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise InputError(f"--api-key-env {api_key_env}: that environment variable is not set")
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers, api_key
