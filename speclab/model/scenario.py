@@ -129,7 +129,7 @@ class PromptClass(_Strict):
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=-1)
     seed: int | None = None
-    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)  # set: every prompt; unset: per line, else 64
     stop: list[str] | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     schema_file: str | None = None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from speclab.model.errors import InputError
-from speclab.model.scenario import Arrival, Scenario
+from speclab.model.scenario import DEFAULT_MAX_TOKENS, Arrival, Scenario
 
 Mode = Literal["open", "closed"]
 _SEED_SPACE = 2**31 - 1
@@ -43,7 +43,7 @@ class ClassPlan:
     weight: float
     endpoint: str
     items: tuple[dict[str, Any], ...]  # {"messages"|"prompt", "max_tokens", "schema"}
-    sampling: dict[str, Any]  # temperature/top_p/top_k/stop/max_tokens as configured
+    sampling: dict[str, Any]  # temperature/top_p/top_k/stop, and max_tokens when the class fixes it
     fixed_seed: int | None
     stochastic: bool
 
@@ -101,8 +101,8 @@ class Plan:
                 break
         item = chosen.items[rng.randrange(len(chosen.items))]
         sampling = dict(chosen.sampling)
-        if item.get("max_tokens") is not None:
-            sampling["max_tokens"] = item["max_tokens"]
+        if "max_tokens" not in sampling:
+            sampling["max_tokens"] = item.get("max_tokens") or DEFAULT_MAX_TOKENS
         if chosen.fixed_seed is not None:
             sampling["seed"] = chosen.fixed_seed
         elif chosen.stochastic:
@@ -345,7 +345,7 @@ def _class_plan(scenario: Scenario, name: str) -> ClassPlan:
         entry["max_tokens"] = item.max_tokens
         entry["schema"] = item.schema_ if item.schema_ is not None else spec.schema_
         items.append(entry)
-    sampling: dict[str, Any] = {"max_tokens": spec.max_tokens}
+    sampling: dict[str, Any] = {} if spec.max_tokens is None else {"max_tokens": spec.max_tokens}
     for key in ("temperature", "top_p", "top_k"):
         value = getattr(spec, key)
         if value is not None:
