@@ -13,7 +13,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, cast
 
 from aiohttp import web
 
@@ -31,7 +31,7 @@ SHUTDOWN_GRACE_S: Final = 2.0
 def _default_factory() -> EngineFactory:
     from .engine import build_engine  # the engine core, built once per process
 
-    return build_engine
+    return cast(EngineFactory, build_engine)
 
 
 def _error_kind(exc: BaseException) -> str:

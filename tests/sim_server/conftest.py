@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # over tests/sim_server/fake_engine.py. SPECLAB_SIM_TEST_MODULE overrides either way.
 REAL_ENGINE = importlib.util.find_spec("speclab.sim.engine") is not None
 SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim" if REAL_ENGINE else "tests.sim_server.fake_main")
-SPEC_ARGS = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}',
+SPEC_ARGS = ["--speculative-config", '{"method": "draft_model", "model": "sim-1b", "num_speculative_tokens": 3}',
              "--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed"]
 
 
@@ -75,7 +75,7 @@ def start_sim(args: list[str], tmp: Path, name: str, env: dict[str, str] | None 
 
 @pytest.fixture(scope="session")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    """sim-8b with ngram speculation (k=3) and every per-request metric switched on."""
+    """sim-8b with a sim-1b draft (k=3) and every per-request metric switched on."""
     proc = start_sim(["sim-8b", *SPEC_ARGS], tmp_path_factory.mktemp("sim"), "spec")
     yield proc
     proc.stop()
