@@ -372,6 +372,7 @@ class TrafficEngine:
                 intended = max(intended, self._last_resume)
             tau = self.active_at(self.now())
             if self._ended(tau, counter) or k >= self._desired(tau):
+                self._changed()  # wake the supervisor: it may be done too
                 return
             index = counter[0]
             counter[0] += self.workers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from typing import Any
 
@@ -27,7 +28,7 @@ def _scenario(arrival: dict[str, Any], **top: Any) -> Scenario:
 
 def _gaps(plan: Plan) -> list[float]:
     times = [t for t, _ in plan.offsets()]
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 def test_same_seed_same_plan_other_seed_other_plan() -> None:
