@@ -7,6 +7,7 @@ Plain dataclasses (not pydantic): records are created on the load generator's ho
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -131,12 +132,29 @@ class ServerSample:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-safe: the +Inf bucket bound is written as the string "+Inf", as Prometheus does."""
+        data = asdict(self)
+        for hist in data["histograms"].values():
+            if "buckets" in hist:
+                hist["buckets"] = [[_bound_out(le), n] for le, n in hist["buckets"]]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServerSample:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        for hist in (values.get("histograms") or {}).values():
+            if "buckets" in hist:
+                hist["buckets"] = [(_bound_in(le), n) for le, n in hist["buckets"]]
+        return cls(**values)
+
+
+def _bound_out(le: float | str) -> float | str:
+    return "+Inf" if isinstance(le, float) and math.isinf(le) else le
+
+
+def _bound_in(le: float | str) -> float:
+    return math.inf if le == "+Inf" else float(le)
 
 
 @dataclass(frozen=True, slots=True)

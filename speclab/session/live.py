@@ -193,13 +193,17 @@ class LiveSession:
             await asyncio.sleep(INTERVAL_S)
             samples = await asyncio.gather(
                 *(s.scrape(self._http, self.now()) for s in self._scrapers.values()), return_exceptions=True)
-            good = [s for s in samples if isinstance(s, ServerSample)]
-            for sample in good:
-                self.samples.append(sample)
-                self.aggregator.add_server_sample(sample)
-                self._watch_up(sample)
-            if self.recorder is not None and good:
-                self.recorder.write_samples(good)
+            for failure in (s for s in samples if isinstance(s, BaseException)):
+                self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
+            self._take_samples([s for s in samples if isinstance(s, ServerSample)])
+
+    def _take_samples(self, samples: list[ServerSample]) -> None:
+        for sample in samples:
+            self.samples.append(sample)
+            self.aggregator.add_server_sample(sample)
+            self._watch_up(sample)
+        if self.recorder is not None and samples:
+            self.recorder.write_samples(samples)
 
     def _watch_up(self, sample: ServerSample) -> None:
         if not sample.up and sample.variant not in self._down:
@@ -242,13 +246,7 @@ class LiveSession:
         self._done.set()
         now = self.now()
         # One last scrape so server-wide counters cover every finished request.
-        with contextlib.suppress(Exception):
-            for s in self._scrapers.values():
-                sample = await s.scrape(self._http, now)
-                self.samples.append(sample)
-                self.aggregator.add_server_sample(sample)
-                if self.recorder is not None:
-                    self.recorder.write_samples([sample])
+        self._take_samples([await s.scrape(self._http, now) for s in self._scrapers.values()])
         self.aggregator.finish(now)
         self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
         self._publish(self.final)

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LAB_TEMPLATE = """
+name = "{name}"
+[target]
+model = "meta-llama/Llama-3.1-8B-Instruct"
+revision = "main"
+sim_model = "sim-8b"
+[draft]
+method = "draft_model"
+model = "meta-llama/Llama-3.2-1B-Instruct"
+revision = "main"
+sim_model = "sim-1b"
+[pair]
+target_model = "meta-llama/Llama-3.1-8B-Instruct"
+target_revision = "main"
+draft_model = "meta-llama/Llama-3.2-1B-Instruct"
+draft_revision = "main"
+[server]
+max_num_seqs = {max_num_seqs}
+max_model_len = 4096
+sim_gpu = "H100"
+{server_extra}
+[[variants]]
+name = "baseline"
+speculative = false
+{variant_extra}
+"""
+
+
+def write_lab(path: Path, *, name: str = "t", max_num_seqs: int = 64, server_extra: str = "",
+              variant_extra: str = "") -> Path:
+    path.write_text(LAB_TEMPLATE.format(name=name, max_num_seqs=max_num_seqs, server_extra=server_extra,
+                                        variant_extra=variant_extra))
+    return path
+
+
+def run_cli(args: list[str], *, cwd: Path, timeout: float = 90, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "speclab.cli.main", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=full_env)
+
+
+def read_report(directory: Path) -> dict[str, Any]:
+    return json.loads((directory / "report.json").read_text())
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
