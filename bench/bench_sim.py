@@ -3,10 +3,11 @@
 Starts ``python -m speclab.sim`` (or ``--module``), measures the time to a healthy /health, then
 ramps closed-loop concurrency with a plain aiohttp streaming client. Per level it prints completed
 requests, output tokens/s (from usage), and the simulator's ``speclab_sim_clock_drift_seconds``
-sampled at 20 Hz (p50 / max). "Sustained" is the highest level whose max drift stays under
-``--drift-ms``.
+sampled at 20 Hz (p50 / p90 / max). "Sustained" is the highest level whose p90 drift stays under
+``--drift-ms`` (the client shares the host's cores, so single samples spike).
 
-    .venv/bin/python bench/bench_sim.py sim-8b --levels 1,8,32,128 --seconds 4
+    .venv/bin/python bench/bench_sim.py sim-8b --levels 1,8,32,64 --seconds 4 \
+        --sim-args "--speculative-config '{\"model\": \"sim-1b\", \"num_speculative_tokens\": 3}'"
 """
 
 from __future__ import annotations
@@ -107,20 +108,23 @@ async def main() -> None:
         ready = await wait_healthy(url, proc, 60)
         print(f"simulator: {' '.join(argv[2:])}")
         print(f"start-up to healthy /health: {ready:.2f} s")
-        print(f"{'concurrency':>11} {'requests':>9} {'tokens/s':>10} {'drift p50 ms':>13} {'drift max ms':>13}")
+        print(f"{'concurrency':>11} {'requests':>9} {'tokens/s':>10} {'drift p50 ms':>13} {'p90 ms':>8} "
+              f"{'max ms':>8}")
         sustained = None
         for c in (int(x) for x in a.levels.split(",")):
             done, tps, drift = await level(url, c, a.seconds, a.max_tokens)
-            p50 = statistics.median(drift) * 1e3 if drift else float("nan")
-            mx = max(drift) * 1e3 if drift else float("nan")
-            print(f"{c:>11} {done:>9} {tps:>10.0f} {p50:>13.2f} {mx:>13.2f}")
-            if drift and mx < a.drift_ms:
+            ordered = sorted(drift) or [float("nan")]
+            p50 = statistics.median(ordered) * 1e3
+            p90 = ordered[int(0.9 * (len(ordered) - 1))] * 1e3
+            mx = ordered[-1] * 1e3
+            print(f"{c:>11} {done:>9} {tps:>10.0f} {p50:>13.2f} {p90:>8.2f} {mx:>8.2f}")
+            if drift and p90 < a.drift_ms:
                 sustained = (c, tps)
         if sustained:
-            print(f"sustained with drift < {a.drift_ms} ms: {sustained[0]} concurrent sequences, "
+            print(f"sustained with p90 drift < {a.drift_ms} ms: {sustained[0]} concurrent sequences, "
                   f"{sustained[1]:.0f} output tokens/s")
         else:
-            print(f"no level kept drift under {a.drift_ms} ms")
+            print(f"no level kept p90 drift under {a.drift_ms} ms")
     finally:
         proc.terminate()
         proc.wait(timeout=10)
