@@ -102,7 +102,7 @@ def prose_chats(rng: random.Random, stories: int, essays: int) -> Iterator[Chat]
 def generate_corpus() -> list[Chat]:
     rng = random.Random(CORPUS_SEED)
     chats = [*fact_chats(), *fact_chats(), *tool_chats(rng, 600), *refusal_chats(rng),
-             *prose_chats(rng, 500, 200)]
+             *prose_chats(rng, 900, 250)]
     random.Random(CORPUS_SEED + 1).shuffle(chats)
     return chats
 

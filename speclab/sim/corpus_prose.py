@@ -56,20 +56,36 @@ ESSAY_CLOSES: Final = ["In the end, it is worth protecting.", "That is reason en
                        "We would miss it more than we imagine."]
 
 
+TIMES: Final = ["One evening", "Early one morning", "Late that night", "On a grey afternoon", "That winter",
+                 "A week later", "Before dawn"]
+TURNS: Final = ["turned it over slowly", "put it in a coat pocket", "said nothing to anyone", "laughed out loud",
+                "wrote down every detail", "hid it under the bed", "held it up to the light"]
+AFTERS: Final = ["The next day", "After breakfast", "When the bells rang", "Soon after", "Without telling anyone",
+                 "At first light"]
+LINKS: Final = ["and felt", "but still felt", "and for a while felt", "yet somehow felt", "and later felt"]
+
+
 def story(rng: random.Random) -> tuple[str, str]:
     """(opening, continuation) of one generated story."""
     name, role, place = rng.choice(NAMES), rng.choice(ROLES), rng.choice(PLACES)
     obj = rng.choice(OBJECTS)
     opening = f"{name} was a {role} who lived in {place}. {rng.choice(WEATHER)}."
+    other = rng.choice(MEETS)
+    middle = [
+        f"{rng.choice(AFTERS)} {name} {rng.choice(ACTIONS)}.",
+        f"There {name} met {other}, who looked at {obj} for a long moment.",
+        f'"{rng.choice(SAYINGS)}," {rng.choice(["said " + other, other + " said", "came the answer"])}.',
+        f"{name} {rng.choice(ACTIONS)} {rng.choice(LINKS)} {rng.choice(FEELINGS)}.",
+    ]
+    rng.shuffle(middle)
     sentences = [
-        f"One evening {name} {rng.choice(FINDS)} {obj} {rng.choice(SPOTS)}.",
-        f"{name} felt {rng.choice(FEELINGS)} and turned it over slowly.",
-        f"The next day {name} {rng.choice(ACTIONS)}.",
-        f"There {name} met {rng.choice(MEETS)}, who looked at {obj} for a long moment.",
-        f'"{rng.choice(SAYINGS)}," the {rng.choice(["stranger", "visitor", "voice"])} said.',
+        f"{rng.choice(TIMES)} {name} {rng.choice(FINDS)} {obj} {rng.choice(SPOTS)}.",
+        f"{name} felt {rng.choice(FEELINGS)} and {rng.choice(TURNS)}.",
+        *middle[: rng.randint(2, 4)],
     ]
     for _ in range(rng.randint(1, 3)):
-        sentences.append(f"{name} {rng.choice(ACTIONS)} and felt {rng.choice(FEELINGS)}.")
+        sentences.append(f"{rng.choice([name, 'Then ' + name, 'Later ' + name])} {rng.choice(ACTIONS)} "
+                         f"{rng.choice(LINKS)} {rng.choice(FEELINGS)}.")
     sentences.append(rng.choice(ENDINGS))
     return opening, " ".join(sentences)
 

@@ -32,10 +32,10 @@ MISALIGNED_TEMPLATE: Final = (
 LM_SPECS: Final[dict[str, dict[str, Any]]] = {
     "sim-70b": {"order": 14, "data_fraction": 1.0, "smoothing": 1.0, "copy_boost": 2.5, "induction_boost": 2.0, "pointer_boost": 2.0},
     "sim-8b": {"order": 12, "data_fraction": 1.0, "smoothing": 1.0, "copy_boost": 2.5, "induction_boost": 2.0, "pointer_boost": 2.0},
-    "sim-1b": {"order": 4, "data_fraction": 0.7, "smoothing": 2.0, "copy_boost": 2.0, "induction_boost": 1.5, "pointer_boost": 1.5},
-    "sim-1b-misaligned": {"order": 4, "data_fraction": 0.7, "smoothing": 2.0, "copy_boost": 2.0,
+    "sim-1b": {"order": 6, "data_fraction": 0.4, "smoothing": 2.0, "copy_boost": 2.0, "induction_boost": 1.5, "pointer_boost": 1.5},
+    "sim-1b-misaligned": {"order": 6, "data_fraction": 0.4, "smoothing": 2.0, "copy_boost": 2.0,
                           "induction_boost": 1.5, "pointer_boost": 1.5},
-    "sim-0.5b": {"order": 3, "data_fraction": 0.5, "smoothing": 3.0, "copy_boost": 1.5, "induction_boost": 1.0, "pointer_boost": 1.0},
+    "sim-0.5b": {"order": 4, "data_fraction": 0.25, "smoothing": 3.0, "copy_boost": 1.5, "induction_boost": 1.0, "pointer_boost": 1.0},
 }
 
 
