@@ -21,8 +21,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from .corpus_facts import (
-    AIRPORTS, AMOUNTS, CURRENCIES, FACTS, HARMFUL_PHRASINGS, HARMFUL_REQUESTS, REFUSAL_REASONS,
-    TICKERS, TOOL_PHRASINGS, UNITS, WEATHER_CITIES,
+    AIRPORTS,
+    AMOUNTS,
+    CURRENCIES,
+    FACTS,
+    HARMFUL_PHRASINGS,
+    HARMFUL_REQUESTS,
+    REFUSAL_REASONS,
+    TICKERS,
+    TOOL_PHRASINGS,
+    UNITS,
+    WEATHER_CITIES,
 )
 from .corpus_prose import essay, story
 from .hardware import MODEL_SHAPES
@@ -69,7 +78,7 @@ def fact_chats() -> Iterator[Chat]:
 def tool_chats(rng: random.Random, per_tool: int) -> Iterator[Chat]:
     from .golden_sets import tool_messages
 
-    for tool, phrasings in TOOL_PHRASINGS.items():
+    for tool in TOOL_PHRASINGS:
         for i in range(per_tool):
             args = random_tool_args(tool, rng)
             messages = tool_messages(tool, i, args)

@@ -115,7 +115,7 @@ class SimLM:
         window = int(spec.get("pointer_window", 8))
         self.pointer_weights = [float(np.exp(spec["pointer_boost"] * (1.0 - i / window))) for i in range(window)]
         marker = "[INST]" if tokenizer.bos_token == "<s>" else "<|user|>"
-        self.turn_marker = int(tokenizer.backend.token_to_id(marker))
+        self.turn_marker = tokenizer._id(marker)
         forms: dict[str, int] = {}
         canon_of = np.zeros(self.vocab_size, np.int64)
         for token_id in range(self.vocab_size):

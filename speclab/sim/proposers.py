@@ -74,7 +74,7 @@ class MisalignedDraftProposer:
             state.push(token)
         full = draft_tok.decode(state.tokens)
         known = draft_tok.decode(ids)
-        continuation = full[len(known):] if full.startswith(known) else full[len(known):]
+        continuation = full[len(known):]
         mapped = self.target.encode(continuation)[:k] if continuation else []
         return mapped, [None] * len(mapped)
 

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .ngram import FloatArray
 from .sequence import Seq
 from .timing import BLOCK_SIZE
 
@@ -24,11 +25,11 @@ class Scheduled:
     num_tokens: int  # tokens computed this step (prefill chunk, or 1 + len(drafts))
     computed_before: int
     drafts: list[int]
-    qs: list  # type: ignore[type-arg]  # q per draft (None: one-hot)
+    qs: list[FloatArray | None]  # q per draft (None: one-hot)
     prefill: bool
 
 
-DraftFn = Callable[[Seq, int], tuple[list[int], list]]  # type: ignore[type-arg]
+DraftFn = Callable[[Seq, int], tuple[list[int], list[FloatArray | None]]]
 
 
 class Scheduler:
@@ -107,7 +108,7 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             drafts: list[int] = []
-            qs: list = []  # type: ignore[type-arg]
+            qs: list[FloatArray | None] = []
             if seq.decoding:
                 k = min(self.k, budget - 1)
                 if k > 0:

@@ -6,52 +6,55 @@ import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import jsonschema
 import pytest
 
-from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig
-
-from .helpers import CLASSES, GOLDEN, add, bundled_items, drain, load_lines, run_prompts
+from speclab.sim.api import EngineConfig, RequestOutput, SamplingParams, SpecConfig
 from speclab.sim.engine import build_engine
+
+from .helpers import CLASSES, GOLDEN, Run, add, bundled_items, drain, load_lines, run_prompts
 
 DRAFT = SpecConfig("draft_model", 4, "sim-1b")
 REFUSAL = re.compile(r"\b(I can't|I cannot|I won't|I'm sorry)\b")
 
 
-def _acceptance(run_finished: dict, prefix: str) -> float:  # type: ignore[type-arg]
-    outs = [f for rid, f in run_finished.items() if rid.startswith(prefix)]
-    return sum(f.spec.accepted for f in outs) / sum(f.spec.drafted for f in outs)
+def _acceptance(run_finished: dict[str, RequestOutput], prefix: str) -> float:
+    specs = [f.spec for rid, f in run_finished.items() if rid.startswith(prefix) and f.spec is not None]
+    return sum(s.accepted for s in specs) / sum(s.drafted for s in specs)
 
 
 @pytest.fixture(scope="module")
-def greedy_spec_run():  # type: ignore[no-untyped-def]
+def greedy_spec_run() -> Run:
     return run_prompts(EngineConfig("sim-8b", speculative=DRAFT), bundled_items())
 
 
-def test_acceptance_depends_on_the_prompt_class(greedy_spec_run) -> None:  # type: ignore[no-untyped-def]
+def test_acceptance_depends_on_the_prompt_class(greedy_spec_run: Run) -> None:
     rates = {cls: _acceptance(greedy_spec_run.finished, cls) for cls in CLASSES}
     assert rates["refusal"] > rates["long_continuation"] + 0.1
     assert rates["tool_call"] > rates["long_continuation"]
     for out in greedy_spec_run.finished.values():
         spec = out.spec
+        assert spec is not None
         assert sum(spec.histogram) == spec.steps == len(spec.per_step_accepted)
         assert sum(spec.per_step_accepted) == spec.accepted <= spec.drafted
 
 
-def test_step_stats_reconcile_with_per_request_counts(greedy_spec_run) -> None:  # type: ignore[no-untyped-def]
+def test_step_stats_reconcile_with_per_request_counts(greedy_spec_run: Run) -> None:
     stats = greedy_spec_run.stats
     finished = greedy_spec_run.finished.values()
-    assert sum(s.spec_accepted for s in stats) == sum(f.spec.accepted for f in finished)
-    assert sum(s.spec_draft_tokens for s in stats) == sum(f.spec.drafted for f in finished)
-    assert sum(s.spec_drafts for s in stats) == sum(f.spec.steps for f in finished)
+    specs = [f.spec for f in finished if f.spec is not None]
+    assert sum(s.spec_accepted for s in stats) == sum(f.accepted for f in specs)
+    assert sum(s.spec_draft_tokens for s in stats) == sum(f.drafted for f in specs)
+    assert sum(s.spec_drafts for s in stats) == sum(f.steps for f in specs)
     per_pos = [sum(s.spec_accepted_per_pos[i] for s in stats) for i in range(DRAFT.num_speculative_tokens)]
     assert per_pos[0] >= per_pos[1] >= per_pos[2] >= per_pos[3] > 0
     assert sum(per_pos) == sum(s.spec_accepted for s in stats)
     assert sum(s.generation_tokens for s in stats) == sum(len(t) for t in greedy_spec_run.tokens.values())
 
 
-def test_misaligned_draft_drops_acceptance_but_stays_correct(greedy_spec_run) -> None:  # type: ignore[no-untyped-def]
+def test_misaligned_draft_drops_acceptance_but_stays_correct(greedy_spec_run: Run) -> None:
     run = run_prompts(EngineConfig("sim-8b", speculative=SpecConfig("draft_model", 4, "sim-1b-misaligned")),
                       bundled_items())
     assert run.tokens == greedy_spec_run.tokens
@@ -59,7 +62,7 @@ def test_misaligned_draft_drops_acceptance_but_stays_correct(greedy_spec_run) ->
     assert _acceptance(run.finished, "") < 0.7 * aligned
 
 
-def test_lossy_verifier_breaks_greedy_equivalence(greedy_spec_run) -> None:  # type: ignore[no-untyped-def]
+def test_lossy_verifier_breaks_greedy_equivalence(greedy_spec_run: Run) -> None:
     run = run_prompts(EngineConfig("sim-8b", speculative=DRAFT, faults={"lossy_verifier": 0.5}), bundled_items())
     differing = sum(run.tokens[r] != t for r, t in greedy_spec_run.tokens.items())
     assert differing >= 5
@@ -128,7 +131,7 @@ def test_stop_rules() -> None:
     assert run.tokens["tid"] == ids
 
 
-def _passes(check: dict, text: str, baseline: str) -> bool:  # type: ignore[type-arg]
+def _passes(check: dict[str, Any], text: str, baseline: str) -> bool:
     kind = check["kind"]
     if kind == "contains":
         return check["value"].lower() in text.lower() if check.get("ignore_case") else check["value"] in text
