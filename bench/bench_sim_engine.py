@@ -1,0 +1,70 @@
+"""How fast the simulator's engine core steps on this machine, against its own modelled time.
+
+For 1, 32 and 256 sequences in flight (baseline and a 4-token sim-1b draft on sim-8b), it prints
+engine steps/s, generated tokens/s, and wall time per step beside modelled time per step: when
+wall exceeds modelled, a server on this host would fall behind its model (clock drift).
+
+    .venv/bin/python bench/bench_sim_engine.py
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from speclab.sim.api import EngineConfig, EngineRequest, SamplingParams, SpecConfig
+from speclab.sim.engine import build_engine
+
+PROMPTS = Path(__file__).resolve().parents[1] / "speclab" / "bundled" / "scenarios" / "prompts"
+
+
+def prompts() -> list[list[dict[str, str]]]:
+    out = []
+    for cls in ("tool_call", "long_continuation", "refusal", "factual_qa"):
+        out += [json.loads(line)["messages"] for line in (PROMPTS / f"{cls}.jsonl").read_text().splitlines()]
+    return out
+
+
+def bench(config: EngineConfig, inflight: int, steps: int, temperature: float) -> dict[str, float]:
+    engine = build_engine(config)
+    tok = engine.tokenizer
+    encoded = [tok.encode(tok.apply_chat_template(m)) for m in prompts()]
+    counter = 0
+
+    def top_up() -> None:
+        nonlocal counter
+        while len(engine._seqs) < inflight:
+            params = SamplingParams(max_tokens=128, temperature=temperature, seed=counter)
+            engine.add_request(EngineRequest(str(counter), encoded[counter % len(encoded)], params, 0.0))
+            counter += 1
+
+    now, tokens, wall, modelled = 0.0, 0, 0.0, 0.0
+    for i in range(steps + 5):
+        top_up()
+        start = time.perf_counter()
+        result = engine.step(now)
+        elapsed = time.perf_counter() - start
+        if i >= 5:  # skip the prefill burst
+            wall += elapsed
+            tokens += result.stats.generation_tokens
+            modelled += result.duration
+        now += result.duration
+    return {"steps_per_s": steps / wall, "tokens_per_s": tokens / wall,
+            "wall_ms_per_step": 1000 * wall / steps, "modelled_ms_per_step": 1000 * modelled / steps}
+
+
+def main() -> None:
+    variants = {"baseline": None, "draft k=4": SpecConfig("draft_model", 4, "sim-1b"),
+                "ngram k=4": SpecConfig("ngram", 4, prompt_lookup_min=2, prompt_lookup_max=4)}
+    print(f"{'variant':<11} {'T':>3} {'seqs':>5} {'steps/s':>8} {'tok/s':>8} {'wall ms':>8} {'model ms':>9}")
+    for temperature in (0.0, 0.8):
+        for name, spec in variants.items():
+            for inflight, steps in ((1, 200), (32, 60), (256, 20)):
+                r = bench(EngineConfig("sim-8b", speculative=spec), inflight, steps, temperature)
+                print(f"{name:<11} {temperature:>3} {inflight:>5} {r['steps_per_s']:>8.1f} {r['tokens_per_s']:>8.0f} "
+                      f"{r['wall_ms_per_step']:>8.2f} {r['modelled_ms_per_step']:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
