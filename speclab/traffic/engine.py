@@ -35,6 +35,7 @@ class EngineSummary:
     started: int
     finished: int
     stopped_early: bool
+    cpu_s: float = 0.0  # this process's CPU time during the run (all threads)
 
 
 class TrafficEngine:
@@ -239,6 +240,7 @@ class TrafficEngine:
     # ---- the run ---------------------------------------------------------------------------
 
     async def run(self) -> EngineSummary:
+        cpu0 = time.process_time()
         connector = aiohttp.TCPConnector(limit=self._connector_limit, limit_per_host=0, ttl_dns_cache=300)
         monitor = asyncio.ensure_future(self.monitor.run())
         try:
@@ -265,7 +267,9 @@ class TrafficEngine:
             await asyncio.gather(monitor, return_exceptions=True)
             self.monitor.report(self.now())
             self._flush()
-        return EngineSummary(self.worker, self._started, self._finished, self._stopping)
+        return EngineSummary(
+            self.worker, self._started, self._finished, self._stopping, time.process_time() - cpu0
+        )
 
     async def _drain(self) -> None:
         while self._tasks:
@@ -300,10 +304,13 @@ class TrafficEngine:
             if delay > _POLL_S:
                 await asyncio.sleep(_POLL_S)
                 continue
-            if delay > 0:
-                await asyncio.sleep(delay)
+            while delay > 0:  # event-loop timers may fire up to ~1 ms early (uvloop rounds to ms)
+                await asyncio.sleep(delay if delay > 0.002 else 0.001)
                 if self._version != version:
-                    continue
+                    break
+                delay = due - self.now()
+            if self._version != version:
+                continue
             if self._stopping:
                 return
             for target in targets:

@@ -39,6 +39,7 @@ class TrafficSummary:
     records: int = 0  # records delivered
     stopped_early: bool = False
     traffic_start: float | None = None  # run clock time of the schedule's offset 0
+    cpu_s: float = 0.0  # CPU time the workers spent on the run, summed
     errors: list[str] = field(default_factory=list)
 
 
@@ -210,6 +211,7 @@ class TrafficRunner:
         elif kind == "done":
             summary: EngineSummary = payload
             self._summary.started += summary.started
+            self._summary.cpu_s += summary.cpu_s
             self._reported.add(w)
         elif kind == "error":
             self._summary.errors.append(str(payload))
