@@ -10,12 +10,15 @@ marker, so ``Tokyo`` after a quote copies `` Tokyo`` from the prompt.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .corpus import load_corpus
+from .corpus import CORPUS_PATH, load_corpus
 from .ngram import FloatArray, IntArray, NgramCounts
 from .tokenizer import SimTokenizer, load_tokenizer, model_config
 
@@ -115,7 +118,7 @@ class SimLM:
         window = int(spec.get("pointer_window", 8))
         self.pointer_weights = [float(np.exp(spec["pointer_boost"] * (1.0 - i / window))) for i in range(window)]
         marker = "[INST]" if tokenizer.bos_token == "<s>" else "<|user|>"
-        self.turn_marker = tokenizer._id(marker)
+        self.turn_marker = tokenizer.token_id(marker)
         forms: dict[str, int] = {}
         canon_of = np.zeros(self.vocab_size, np.int64)
         for token_id in range(self.vocab_size):
@@ -169,12 +172,52 @@ def _keep(index: int, fraction: float) -> bool:
     return fraction >= 1.0 or ((index * 2654435761) % 1000) / 1000.0 < fraction
 
 
+def _cache_dir() -> Path:
+    root = os.environ.get("SPECLAB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "speclab")
+    return Path(root) / "sim"
+
+
+@cache
+def encoded_corpus(tokenizer_dir: Path) -> tuple[IntArray, IntArray]:
+    """The corpus tokenized by one tokenizer: (tokens, chat start offsets), cached on disk by content hash.
+
+    Tokenizing the corpus is most of a cold start; the cache keeps the server's start-up under 2 s.
+    """
+    tokenizer = SimTokenizer(tokenizer_dir)
+    digest = hashlib.sha256()
+    for path in (CORPUS_PATH, tokenizer_dir / "tokenizer.json", tokenizer_dir / "tokenizer_config.json"):
+        digest.update(path.read_bytes())
+    cached = _cache_dir() / f"corpus-{digest.hexdigest()[:20]}.npz"
+    if cached.exists():
+        try:
+            with np.load(cached) as data:
+                return data["tokens"].astype(np.int64), data["offsets"].astype(np.int64)
+        except (OSError, ValueError, KeyError):
+            pass
+    encoded = tokenizer.backend.encode_batch([_render(c, tokenizer) for c in load_corpus()], add_special_tokens=False)
+    lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = np.fromiter((t for e in encoded for t in e.ids), dtype=np.int64)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, tokens=tokens.astype(np.int32), offsets=offsets)
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home only costs start-up time
+    return tokens, offsets
+
+
 @cache
 def load_lm(name: str) -> SimLM:
     """Build (once per process) the model called ``name``."""
     tokenizer = load_tokenizer(name)
     spec = model_config(name)["sim_lm"]
-    chats = [c for i, c in enumerate(load_corpus()) if _keep(i, float(spec["data_fraction"]))]
-    encoded = tokenizer.backend.encode_batch([_render(c, tokenizer) for c in chats], add_special_tokens=False)
-    stream = np.fromiter((t for enc in encoded for t in enc.ids), dtype=np.int64)
+    tokens, offsets = encoded_corpus(tokenizer.directory)
+    fraction = float(spec["data_fraction"])
+    keep = [i for i in range(len(offsets) - 1) if _keep(i, fraction)]
+    if len(keep) == len(offsets) - 1:
+        stream = tokens
+    else:
+        stream = np.concatenate([tokens[offsets[i]: offsets[i + 1]] for i in keep])
     return SimLM(name, tokenizer, stream, spec)

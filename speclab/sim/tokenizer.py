@@ -43,14 +43,14 @@ class SimTokenizer:
         self.bos_token: str = cfg["bos_token"]
         self.eos_token: str = cfg["eos_token"]
         self.pad_token: str = cfg["pad_token"]
-        self.bos_token_id = self._id(self.bos_token)
-        self.eos_token_id = self._id(self.eos_token)
-        self.pad_token_id = self._id(self.pad_token)
+        self.bos_token_id = self.token_id(self.bos_token)
+        self.eos_token_id = self.token_id(self.eos_token)
+        self.pad_token_id = self.token_id(self.pad_token)
         self.special_ids = frozenset(int(k) for k in cfg["added_tokens_decoder"])
         self.vocab_size = self.backend.get_vocab_size()
         self._llama_style = self.bos_token == "<s>"
 
-    def _id(self, token: str) -> int:
+    def token_id(self, token: str) -> int:
         found = self.backend.token_to_id(token)
         if found is None:
             raise ValueError(f"{self.directory}: special token {token!r} is not in the vocabulary")
