@@ -11,7 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from .api import (
-    EngineConfig, EngineRequest, MemoryFacts, RequestOutput, RequestSpecStats, RequestTimes, StepResult,
+    EngineConfig,
+    EngineRequest,
+    MemoryFacts,
+    RequestOutput,
+    RequestSpecStats,
+    RequestTimes,
+    StepResult,
     StepStats,
 )
 from .errors import RequestRejectedError, SimStartupError
