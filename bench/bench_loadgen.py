@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import socket
 import sys
 import time
@@ -191,6 +192,7 @@ class Row:
     err_p50_ms: float
     err_p99_ms: float
     cpu_per_1000: float
+    load: float  # the host's 1-minute load average before the run (the host is shared)
 
     @property
     def sustained(self) -> bool:
@@ -198,13 +200,12 @@ class Row:
 
 
 def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
+    from speclab.traffic.health import percentile
+
+    return percentile(values, q) if values else float("nan")
 
 
-def evaluate(client: str, rate: float, out: dict[str, Any], served: dict[str, float]) -> Row:
+def evaluate(client: str, rate: float, out: dict[str, Any], served: dict[str, float], load: float) -> Row:
     lags, errors, completed = [], [], 0
     for rid, intended, sent, first, ok in out["results"]:
         lags.append((sent - intended) * 1000)
@@ -212,7 +213,7 @@ def evaluate(client: str, rate: float, out: dict[str, Any], served: dict[str, fl
             completed += 1
             errors.append((first - served[rid]) * 1000)
     return Row(client, rate, out["planned"], completed, pct(lags, 99), pct(errors, 50), pct(errors, 99),
-               out["cpu_s"] / max(completed, 1) * 1000)
+               out["cpu_s"] / max(completed, 1) * 1000, load)
 
 
 def run_plain(url: str, rate: float, duration: float, prefix: str) -> dict[str, Any]:
@@ -248,10 +249,12 @@ def main() -> None:
     try:
         for rate in rates:
             tag = f"r{int(rate)}"
+            load = os.getloadavg()[0]
             spec = asyncio.run(speclab_client(url, rate, args.duration, f"speclab-{tag}", args.workers))
-            rows.append(evaluate(f"speclab ({args.workers} worker)", rate, spec, server_records(port)))
+            rows.append(evaluate(f"speclab ({args.workers} worker)", rate, spec, server_records(port), load))
+            load = os.getloadavg()[0]
             plain = run_plain(url + "/v1/completions", rate, args.duration, f"plain-{tag}")
-            rows.append(evaluate("plain asyncio+aiohttp", rate, plain, server_records(port)))
+            rows.append(evaluate("plain asyncio+aiohttp", rate, plain, server_records(port), load))
             print(f"  rate {rate:g}/s done", file=sys.stderr, flush=True)
     finally:
         server.terminate()
@@ -261,16 +264,21 @@ def main() -> None:
           f"{args.duration:g} s per rate; sustained = all completed, TTFT error p99 and schedule lag p99 "
           f"<= {LIMIT_MS:g} ms")
     header = f"{'client':<24}{'rate/s':>8}{'done':>11}{'lag p99 ms':>12}{'err p50 ms':>12}{'err p99 ms':>12}" \
-             f"{'CPU s/1000':>12}  sustained"
+             f"{'CPU s/1000':>12}{'host load':>11}  sustained"
     print(header)
     print("-" * len(header))
     for row in rows:
         print(f"{row.client:<24}{row.rate:>8g}{f'{row.completed}/{row.planned}':>11}{row.lag_p99_ms:>12.2f}"
-              f"{row.err_p50_ms:>12.2f}{row.err_p99_ms:>12.2f}{row.cpu_per_1000:>12.2f}  "
+              f"{row.err_p50_ms:>12.2f}{row.err_p99_ms:>12.2f}{row.cpu_per_1000:>12.2f}{row.load:>11.2f}  "
               f"{'yes' if row.sustained else 'no'}")
     for client in dict.fromkeys(r.client for r in rows):
-        ok = [r.rate for r in rows if r.client == client and r.sustained]
-        print(f"highest sustained rate, {client}: {max(ok):g} req/s" if ok else
+        mine = sorted((r for r in rows if r.client == client), key=lambda r: r.rate)
+        best = None
+        for row in mine:  # the highest rate up to which every rate tried was sustained
+            if not row.sustained:
+                break
+            best = row.rate
+        print(f"highest sustained rate, {client}: {best:g} req/s" if best is not None else
               f"highest sustained rate, {client}: none of the rates tried")
     print(f"(bench took {time.monotonic() - began:.0f} s)")
 

@@ -134,8 +134,10 @@ class TrafficRunner:
         except TimeoutError:
             await self._kill_all()
             raise InputError(f"traffic workers did not start within {READY_TIMEOUT_S:g} s") from None
-        if self._summary.errors and not self._alive:
-            raise InputError("; ".join(self._summary.errors))
+        if len(self._alive) < self.workers:
+            errors = "; ".join(self._summary.errors)
+            await self._kill_all()
+            raise InputError(f"traffic workers failed to start: {errors}")
         self.traffic_start = self.now() + START_DELAY_S
         self._summary.traffic_start = self.traffic_start
         self._broadcast(("begin", self.traffic_start))
@@ -165,6 +167,9 @@ class TrafficRunner:
     async def stop(self, drain_timeout: float) -> TrafficSummary:
         """Stop sending; drain in-flight requests up to ``drain_timeout``, then cancel them."""
         self._summary.stopped_early = True
+        if not self._procs and not self.finished.done():
+            self.finished.set_result(self._summary)  # never started
+            self._queue.put_nowait(_END)
         self._broadcast(("stop", float(drain_timeout), self.now()))
         try:
             return await asyncio.wait_for(asyncio.shield(self.finished), drain_timeout + 15.0)

@@ -65,3 +65,20 @@ async def test_live_controls_and_stop_with_callbacks(fake_server: FakeServer) ->
     sent = [r.sent for r in records if r.sent is not None]
     assert not [t for t in sent if paused_at + 0.02 < t < resumed_at - 0.02]
     assert runner.finished.done()
+
+
+async def test_controls_that_do_not_fit_the_plan_are_input_errors() -> None:
+    import pytest
+
+    from speclab.model.errors import InputError
+
+    closed = _scenario(requests=4, arrival={"process": "concurrency", "concurrency": 2})
+    runner = TrafficRunner(closed, {"v": Target("v", "http://127.0.0.1:9", "m")}, run_start=time.monotonic())
+    with pytest.raises(InputError, match="closed loop"):
+        await runner.set_rate(5.0)
+    with pytest.raises(InputError, match="at least 1"):
+        await runner.set_concurrency(0)
+    summary = await runner.stop(drain_timeout=0.1)  # never started: ends at once
+    assert summary.started == 0 and runner.finished.done()
+    with pytest.raises(InputError, match="no targets"):
+        TrafficRunner(closed, {}, run_start=0.0)
