@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .compare import compare_recordings, render_markdown, write_comparison
 from .reader import Recording
+from .refire import refire_plan, refire_traffic_plan
 from .replay import ReplaySource, replay_final_snapshot
 from .writer import RecordingWriter
 
@@ -12,6 +13,8 @@ __all__ = [
     "RecordingWriter",
     "ReplaySource",
     "compare_recordings",
+    "refire_plan",
+    "refire_traffic_plan",
     "render_markdown",
     "replay_final_snapshot",
     "write_comparison",

@@ -14,12 +14,13 @@ import bisect
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import fields
 from pathlib import Path
 
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.cells import finish_time
 from speclab.model.names import SNAPSHOT_HZ
-from speclab.model.snapshot import Snapshot
+from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.session.api import ServerView, SessionInfo
 
 from . import layout
@@ -79,8 +80,10 @@ class ReplayFeeder:
             agg.add_server_sample(sample)
         e_end = bisect.bisect_right(self._event_t, limit)
         for event in rec.events[self._e : e_end]:
-            if event.kind == layout.SATURATED_EVENT and isinstance(event.data.get("interval"), int):
-                agg.mark_saturated(event.data["interval"])
+            if event.kind == layout.SATURATED_EVENT:  # live marks the interval; it is not an event there
+                if isinstance(event.data.get("interval"), int):
+                    agg.mark_saturated(event.data["interval"])
+                continue
             agg.add_event(event)
         r_end = bisect.bisect_right(self._finish, limit)
         if r_end > self._r:
@@ -89,9 +92,17 @@ class ReplayFeeder:
 
 
 def replay_final_snapshot(recording: Recording) -> Snapshot:
-    """The end-of-run snapshot computed at once (``speclab replay NAME --report DIR``)."""
+    """The end-of-run snapshot computed at once (``speclab replay NAME --report DIR``).
+
+    Client health is not a stream in the recording; a ``close({"health": asdict(ClientHealth)})``
+    by the session puts the run's final health in the manifest, and it is restored here.
+    """
     end = recording.end_time
     aggregator = ReplayFeeder(recording).advance(end, include_rest=recording.complete)
+    health = (recording.manifest.get("final") or {}).get("health")
+    if isinstance(health, dict):
+        known = {f.name for f in fields(ClientHealth)}
+        aggregator.set_health(ClientHealth(**{k: v for k, v in health.items() if k in known}))
     return aggregator.snapshot(end, finished=True)
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.records import RequestRecord
-from speclab.model.snapshot import Snapshot
+from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.recording.reader import finish_time
 from speclab.recording.writer import RecordingWriter
 
@@ -47,7 +48,9 @@ def record_live(path: Path, records: list[RequestRecord] | None = None) -> Snaps
         writer.write_closed_intervals(agg)
     agg.add_records(pending)
     writer.write_records(pending)
+    health = ClientHealth(schedule_lag_p99_ms=1.5, loop_lag_max_ms=2.0, cpu_percent=4.0)
+    agg.set_health(health)
     final = agg.snapshot(END_S, finished=True)
     writer.write_closed_intervals(agg)
-    writer.close(end_s=END_S)
+    writer.close({"health": asdict(health)}, end_s=END_S)
     return final

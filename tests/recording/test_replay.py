@@ -40,6 +40,8 @@ def test_replay_report_equals_live_final_numbers(recorded: tuple[Path, object]) 
     assert replayed.finished and replayed.t == END_S
     assert replayed.cumulative == live.cumulative  # type: ignore[attr-defined]
     assert replayed.saturated_intervals == live.saturated_intervals == (4,)  # type: ignore[attr-defined]
+    assert replayed.health == live.health and replayed.health.cpu_percent == 4.0  # type: ignore[attr-defined]
+    assert [e.kind for e in replayed.events] == ["config_change"]  # the whole run's events, saturation aside
     k2 = replayed.cumulative["k2"].classes
     assert k2["qa"].acceptance.steps > 0 and k2[ALL_CLASSES].acceptance.accepted == sum(
         k2[c].acceptance.accepted for c in synth.CLASSES

@@ -1,0 +1,119 @@
+"""Refire: the recorded requests, at their recorded intended times, as a plan for another lab.
+
+Each planned request went to every variant with the same prompt, sampling and seed, so the plan
+takes one record per plan index (``RequestRecord.prompt["index"]``) and rebuilds the traffic
+engine's ``PlannedRequest`` from what the client stored: messages or prompt, endpoint, schema,
+sampling exactly as sent. The result has the shape of ``Plan.offsets()``: ``(offset, request)``
+pairs sorted by offset, warm-up requests included. Offsets count from the first recorded request
+(intended times in a recording also hold the original run's start-up before traffic began; the
+schedule puts its first request at offset 0).
+``refire_traffic_plan`` wraps the same list as a ``Plan`` that ``TrafficRunner`` fires as is:
+an open loop whose unit mass for request ``i`` is its recorded offset at a rate of 1 per second.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from speclab.model.errors import InputError
+from speclab.model.records import RequestRecord
+from speclab.traffic.schedule import ClassPlan, Plan, PlannedRequest, Segment
+
+from .reader import Recording
+
+
+def planned_request(record: RequestRecord, index: int) -> PlannedRequest:
+    info: dict[str, Any] = dict(record.prompt)
+    endpoint = str(info.get("endpoint") or ("chat" if "messages" in info else "completions"))
+    messages = info.get("messages")
+    prompt = info.get("prompt")
+    if endpoint == "chat" and messages is None:
+        messages = [{"role": "user", "content": prompt or ""}]
+    if endpoint == "completions" and prompt is None:
+        prompt = "\n\n".join(str(m.get("content", "")) for m in messages or [])
+    info["index"] = index
+    return PlannedRequest(
+        index=index,
+        request_id=f"refire-{index}",
+        prompt_class=record.prompt_class,
+        endpoint=endpoint,
+        messages=messages if endpoint == "chat" else None,
+        prompt=prompt if endpoint == "completions" else None,
+        sampling=dict(record.sampling),
+        schema=info.get("schema"),
+        info=info,
+    )
+
+
+def refire_plan(recording: Recording) -> list[tuple[float, PlannedRequest]]:
+    """One ``(offset, PlannedRequest)`` per recorded plan position, in send order."""
+    chosen: dict[Any, RequestRecord] = {}
+    missing = 0
+    for record in sorted(recording.records, key=lambda r: (r.intended, r.variant)):
+        asked = record.prompt or {}
+        if "messages" not in asked and "prompt" not in asked:
+            missing += 1
+            continue
+        key = asked.get("index", (record.prompt_class, record.intended))
+        chosen.setdefault(key, record)
+    if not chosen:
+        raise InputError(
+            f"{recording.path}: the recording stores no prompts ({missing} records without one); it cannot be refired"
+        )
+    ordered = sorted(chosen.values(), key=lambda r: r.intended)
+    origin = ordered[0].intended
+    return [(r.intended - origin, planned_request(r, r.prompt.get("index", i))) for i, r in enumerate(ordered)]
+
+
+class RecordedTimes:
+    """Stands in for ``UnitGaps``: the mass of request ``i`` is its recorded offset."""
+
+    def __init__(self, offsets: tuple[float, ...]) -> None:
+        self._offsets = offsets
+
+    def mass(self, index: int) -> float:
+        return self._offsets[index]
+
+
+@dataclass
+class RefirePlan(Plan):
+    """A ``Plan`` that replays recorded requests at their recorded intended offsets (picklable)."""
+
+    recorded: tuple[tuple[float, PlannedRequest], ...] = ()
+
+    def request(self, index: int) -> PlannedRequest:
+        return self.recorded[index][1]
+
+    def unit_gaps(self) -> RecordedTimes:  # type: ignore[override]
+        return RecordedTimes(tuple(t for t, _ in self.recorded))
+
+
+def refire_traffic_plan(recording: Recording, *, stall_timeout_s: float = 30.0,
+                        request_timeout_s: float = 600.0) -> RefirePlan:
+    """The recorded traffic as a plan for ``TrafficRunner`` (``speclab replay NAME --refire``)."""
+    recorded = tuple(refire_plan(recording))
+    weights = Counter(req.prompt_class for _, req in recorded)
+    endpoints = {req.prompt_class: req.endpoint for _, req in recorded}
+    classes = tuple(
+        ClassPlan(name=c, weight=float(weights[c]), endpoint=endpoints[c], items=(), sampling={},
+                  fixed_seed=None, stochastic=False)
+        for c in [*recording.classes, *sorted(set(weights) - set(recording.classes))] if c in weights
+    )
+    return RefirePlan(
+        name=f"refire-{recording.manifest.get('scenario') or recording.name}",
+        seed=0,
+        mode="open",
+        process="recorded",
+        classes=classes,
+        duration_s=None,
+        requests=len(recorded),
+        warmup_s=recording.warmup_s,
+        warmup_requests=0,
+        stall_timeout_s=stall_timeout_s,
+        request_timeout_s=request_timeout_s,
+        segments=(Segment(0.0, 1.0),),
+        overrides={"refire": str(recording.path)},
+        recorded=recorded,
+    )
