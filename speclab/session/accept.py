@@ -1,0 +1,267 @@
+"""`speclab accept LAB`: the release gates in the checklist's order, one exit code a CI can trust.
+
+Tokenizer alignment runs before any server starts; then the lab's servers start once and the
+golden set, equivalence, structured output, latency curve, concurrency stress and canary run
+against them in ``STAGE_ORDER``. The first failing stage stops the run (unless ``keep_going``)
+and its code is the exit code. Whatever happens — a failure, a server that never came up,
+Ctrl-C — the servers are stopped and report.json, report.md and junit.xml are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from speclab import __version__
+from speclab.gates.golden import load_golden
+from speclab.gates.junit import write_junit
+from speclab.gates.result import (
+    CANARY, EQUIVALENCE, GOLDEN, LATENCY_CURVE, STAGE_ORDER, STRESS, STRUCTURED, TOKENIZER_ALIGNMENT, StageResult,
+)
+from speclab.headless.report import build_report, write_report
+from speclab.metrics.aggregator import Aggregator
+from speclab.model.errors import InputError, ServerNotReadyError
+from speclab.model.exit_codes import ExitCode
+from speclab.model.gates import load_gates
+from speclab.model.lab import load_lab
+from speclab.model.names import INTERVAL_S
+from speclab.model.paths import BUNDLED
+from speclab.model.scenario import load_scenario
+from speclab.model.snapshot import Snapshot
+from speclab.servers.engine import select_engine
+from speclab.servers.manager import ServerManager
+from speclab.servers.memory import memory_table
+from speclab.servers.pairing import pair_info, require_pairing
+
+from .accept_context import AcceptContext
+from .accept_correctness import equivalence_stage, golden_stage, structured_stage, tokenizer_stage
+from .accept_load import canary_stage, latency_stage, stress_stage
+from .api import ServerView, SessionInfo
+
+CANARY_SCENARIO = "mixed"
+GOLDEN_DIR = BUNDLED / "scenarios" / "golden"
+SPEED_STAGES = (LATENCY_CURVE, STRESS)
+
+
+@dataclass(frozen=True)
+class AcceptOptions:
+    lab: str
+    gates_file: str | None = None
+    profile: str = "quick"
+    stages: tuple[str, ...] | None = None
+    keep_going: bool = False
+    report_dir: str | Path | None = None
+    record_path: str | Path | None = None
+    engine: str = "auto"
+    force: bool = False
+    seed: int | None = None
+    overrides: dict[str, Any] | None = None  # per-stage gate overrides, e.g. {"equivalence": {"samples": 50}}
+
+
+def selected_stages(stages: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The requested subset in ``STAGE_ORDER``; unknown names are bad input."""
+    if not stages:
+        return STAGE_ORDER
+    unknown = [s for s in stages if s not in STAGE_ORDER]
+    if unknown:
+        raise InputError(f"--stages: unknown stage {', '.join(unknown)}; expected some of {', '.join(STAGE_ORDER)}")
+    return tuple(s for s in STAGE_ORDER if s in stages)
+
+
+class _Run:
+    """One accept run: stage results as they come, the snapshot for the report's tables."""
+
+    def __init__(self, options: AcceptOptions, out: TextIO) -> None:
+        self.options = options
+        self.stages = selected_stages(options.stages)
+        self.lab = load_lab(options.lab)
+        self.profile = load_gates(options.gates_file).profile(options.profile, options.overrides)
+        self.engine = select_engine(options.engine)
+        self.pairing = require_pairing(self.lab, force=options.force)
+        self.pair = pair_info(self.lab, self.pairing)
+        canary = load_scenario(CANARY_SCENARIO)
+        self.ctx = AcceptContext(
+            lab=self.lab, profile=self.profile, engine=self.engine,
+            seed=options.seed if options.seed is not None else canary.seed, force=options.force,
+            golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
+        )
+        self.results: dict[str, StageResult] = {}
+        self.snapshot: Snapshot | None = None
+        self.snapshot_from = ""
+        self.manager: ServerManager | None = None
+        self.started = time.monotonic()
+
+    def first_line(self) -> str:
+        sim = "SIMULATED" if self.engine.simulated else "not simulated"
+        return (f"speclab {__version__} accept: lab {self.lab.name} ({', '.join(self.lab.variant_names)}), "
+                f"profile {self.profile.name}, stages {', '.join(self.stages)}; {sim} (engine {self.engine})")
+
+    async def start_servers(self) -> None:
+        log_dir = Path(tempfile.mkdtemp(prefix="speclab-accept-logs-"))
+        self.ctx.log_dir = log_dir
+        self.manager = ServerManager(self.lab, self.engine.engine, log_dir=log_dir)
+        t0 = time.monotonic()
+        self.ctx.set_servers(await self.manager.start(self.lab.variant_names))
+        self.ctx.say(f"servers ready in {time.monotonic() - t0:.1f} s: "
+                     + ", ".join(f"{n} {s.base_url}" for n, s in self.ctx.servers.items()))
+
+    async def stop(self) -> None:
+        """Idempotent: close the HTTP session and stop every launched server."""
+        await self.ctx.close()
+        if self.manager is not None:
+            manager, self.manager = self.manager, None
+            await manager.stop()
+
+    def _keep(self, snap: Snapshot | None, source: str) -> None:
+        if snap is not None:
+            self.snapshot, self.snapshot_from = snap, source
+
+    async def _stage(self, stage: str) -> StageResult:
+        ctx = self.ctx
+        if stage in SPEED_STAGES and ctx.misaligned:
+            return StageResult.skip(stage, "tokenizers misaligned: no speed-up is measured on this pair (use --force)")
+        if stage == TOKENIZER_ALIGNMENT:
+            return tokenizer_stage(ctx)
+        if self.manager is None:
+            await self.start_servers()
+        simple: dict[str, Callable[[AcceptContext], Awaitable[StageResult]]] = {
+            GOLDEN: golden_stage, EQUIVALENCE: equivalence_stage, STRUCTURED: structured_stage,
+        }
+        if stage in simple:
+            return await simple[stage](ctx)
+        if stage == LATENCY_CURVE:
+            result, snap = await latency_stage(ctx)
+        elif stage == STRESS:
+            result, snap = await stress_stage(ctx)
+        else:
+            result, snap = await canary_stage(ctx)
+        self._keep(snap, stage)
+        return result
+
+    async def run_stages(self) -> None:
+        for stage in self.stages:
+            t0 = time.monotonic()
+            self.ctx.say(f"stage {stage}: running")
+            result = await self._stage(stage)
+            self.results[stage] = result
+            self.ctx.say(f"stage {stage}: {result.status.upper()} in {time.monotonic() - t0:.1f} s: {result.summary}")
+            for line in result.details:
+                if line.startswith("FAIL "):
+                    self.ctx.say(f"  {line}")
+            if not result.passed and not self.options.keep_going:
+                return
+
+    def ordered_results(self, reason_missing: str) -> list[StageResult]:
+        return [self.results.get(s) or StageResult.skip(s, reason_missing) for s in self.stages]
+
+    def exit_code(self) -> ExitCode:
+        for result in self.ordered_results(""):
+            if not result.passed and not result.skipped:
+                return ExitCode(result.exit_code)
+        return ExitCode.OK
+
+    def final_snapshot(self) -> Snapshot:
+        if self.snapshot is not None:
+            return self.snapshot
+        self.snapshot_from = "every request of the run"
+        agg = Aggregator.from_records(self.ctx.records, self.lab.variant_names, [],
+                                      end_t=max(self.ctx.now(), 0.0), interval_s=INTERVAL_S,
+                                      simulated=self.engine.simulated)
+        return agg.snapshot(max(self.ctx.now(), 0.0), finished=True)
+
+    def write(self, code: ExitCode, reason: str, skipped_reason: str) -> list[Path]:
+        results = self.ordered_results(skipped_reason)
+        snap = self.final_snapshot()
+        report_dir = Path(self.options.report_dir) if self.options.report_dir is not None else None
+        if report_dir is None:
+            return []
+        info = SessionInfo(
+            lab=self.lab.name, scenario=f"accept ({self.profile.name})", variants=self.lab.variant_names,
+            classes=tuple(c for c in snap.cumulative[next(iter(snap.cumulative))].classes) if snap.cumulative else (),
+            simulated=self.engine.simulated, pair={k: str(v) for k, v in self.pair.items()},
+            arrival={"stages": list(self.stages), "profile": self.profile.name, "keep_going": self.options.keep_going},
+        )
+        extra = {
+            "engine": str(self.engine),
+            "profile": self.profile.model_dump(mode="json"),
+            "pairing": {"paired": self.pairing.paired, "forced": self.pairing.forced, "reason": self.pairing.reason},
+            "forced": self.options.force,
+            "gates": [r.to_dict() for r in results],
+            "stage_metrics": {r.stage: r.metrics for r in results},
+            "variant_tables_from": self.snapshot_from,
+            "memory": memory_table(self.ctx.servers) if self.ctx.servers else [],
+            "requests_sent": len(self.ctx.records),
+            "wall_s": round(time.monotonic() - self.started, 3),
+            "exit": {"code": int(code), "name": code.name, "reason": reason},
+        }
+        report = build_report(info, snap, servers=self._server_views(), command="accept", extra=extra)
+        paths = write_report(report, report_dir)
+        paths.append(write_junit(results, report_dir / "junit.xml"))
+        return paths
+
+    def _server_views(self) -> dict[str, ServerView]:
+        return {
+            name: ServerView(variant=name, status=s.status, command=s.command, base_url=s.base_url, engine=s.engine,
+                             settings=dict(s.settings), memory=s.memory.as_dict(), baseline=s.baseline)
+            for name, s in self.ctx.servers.items()
+        }
+
+
+async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) -> ExitCode:
+    """Run the selected stages in order; stop servers and write the reports whatever happens."""
+    run = _Run(options, out)
+    say = run.ctx.say
+    say(run.first_line())
+    if run.pairing.forced:
+        say(f"warning: {run.pairing.reason}")
+    interrupted = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, interrupted.set)
+        loop.add_signal_handler(signal.SIGTERM, interrupted.set)
+    task = asyncio.ensure_future(run.run_stages())
+    stop_wait = asyncio.ensure_future(interrupted.wait())
+    skipped_reason = "not run: an earlier stage failed"
+    try:
+        await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            say("interrupted: stopping traffic and servers, writing what was measured")
+            await _cancel(task)
+            code, reason, skipped_reason = ExitCode.INTERRUPTED, "interrupted", "not run: interrupted"
+        else:
+            task.result()
+            code = run.exit_code()
+            failed = [r for r in run.results.values() if not r.passed and not r.skipped]
+            reason = "every stage passed" if code == ExitCode.OK else "; ".join(r.summary for r in failed)
+    except ServerNotReadyError as error:
+        code, reason, skipped_reason = ExitCode.SERVER_NOT_READY, str(error), "not run: a server never became ready"
+        say(f"error: {error}")
+    except asyncio.CancelledError:
+        await _cancel(task)
+        await run.stop()
+        run.write(ExitCode.INTERRUPTED, "cancelled", "not run: cancelled")
+        raise
+    finally:
+        stop_wait.cancel()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+        await run.stop()
+    for path in run.write(code, reason, skipped_reason):
+        say(f"report: {path}")
+    say(f"exit {int(code)} ({code.name.lower()}): {reason}")
+    return code
+
+
+async def _cancel(task: asyncio.Future[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

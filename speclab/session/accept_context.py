@@ -1,0 +1,167 @@
+"""What every accept stage shares: the lab, the resolved gates profile, the servers and a sender.
+
+Stages that need a handful of exact requests (golden set, equivalence, structured output) send
+them directly with the traffic client, a bounded number in flight per variant; every record keeps
+the exact sampling parameters that were sent. Results that more than one stage reads (the greedy
+golden responses) are computed once and cached here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+
+from speclab.gates.golden import GoldenCase
+from speclab.model.gates import GateProfile
+from speclab.model.lab import Lab
+from speclab.model.records import RequestRecord
+from speclab.model.scenario import Scenario
+from speclab.servers.engine import EngineChoice
+from speclab.servers.manager import RunningServer
+from speclab.traffic.client import Target, run_request
+from speclab.traffic.schedule import PlannedRequest
+
+REQUEST_TIMEOUT_S = 120.0
+STALL_TIMEOUT_S = 30.0
+IN_FLIGHT_PER_VARIANT = 16
+
+
+def planned(
+    request_id: str,
+    prompt_class: str,
+    sampling: dict[str, Any],
+    *,
+    messages: list[dict[str, str]] | None = None,
+    prompt: str | None = None,
+    schema: dict[str, Any] | None = None,
+    index: int = 0,
+) -> PlannedRequest:
+    """One request as the traffic client sends it: chat when ``messages`` are given, else completions."""
+    endpoint = "chat" if messages is not None else "completions"
+    info: dict[str, Any] = {"endpoint": endpoint, "index": index}
+    if messages is not None:
+        info["messages"] = messages
+    else:
+        info["prompt"] = prompt or ""
+    if schema is not None:
+        info["schema"] = schema
+    return PlannedRequest(
+        index=index, request_id=request_id, prompt_class=prompt_class, endpoint=endpoint,
+        messages=messages, prompt=prompt if messages is None else None, sampling=dict(sampling),
+        schema=schema, info=info,
+    )
+
+
+def case_request(case: GoldenCase, request_id: str, sampling: dict[str, Any]) -> PlannedRequest:
+    messages = [m.model_dump() for m in case.messages] if case.messages is not None else None
+    return planned(request_id, case.prompt_class, sampling, messages=messages, prompt=case.prompt)
+
+
+@dataclass
+class AcceptContext:
+    """Built by ``run_accept_stages``; servers and targets are filled in once the servers are up."""
+
+    lab: Lab
+    profile: GateProfile
+    engine: EngineChoice
+    seed: int
+    force: bool
+    golden_cases: list[GoldenCase]
+    canary_scenario: Scenario
+    out: TextIO = sys.stdout
+    servers: dict[str, RunningServer] = field(default_factory=dict)
+    targets: dict[str, Target] = field(default_factory=dict)
+    run_start: float = field(default_factory=time.monotonic)
+    records: list[RequestRecord] = field(default_factory=list)  # every request of the run
+    misaligned: bool = False  # tokenizer alignment failed and was not forced
+    golden_responses: dict[str, dict[str, RequestRecord]] | None = None
+    log_dir: Path | None = None
+    _http: aiohttp.ClientSession | None = None
+
+    @property
+    def baseline(self) -> str:
+        return self.lab.baseline
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return self.lab.variant_names
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def now(self) -> float:
+        return time.monotonic() - self.run_start
+
+    def set_servers(self, servers: Mapping[str, RunningServer]) -> None:
+        self.servers = dict(servers)
+        self.targets = {
+            name: Target(
+                variant=name, base_url=s.base_url, model=s.model_name or "", headers=dict(s.headers),
+                num_spec_tokens=int(s.settings.get("num_speculative_tokens") or 0) if s.settings.get("method") else 0,
+            )
+            for name, s in self.servers.items()
+        }
+
+    async def http(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        return self._http
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    def add_records(self, records: Iterable[RequestRecord]) -> None:
+        self.records.extend(records)
+
+    async def send(
+        self, requests: Mapping[str, Sequence[PlannedRequest]], *, in_flight: int = IN_FLIGHT_PER_VARIANT
+    ) -> dict[str, list[RequestRecord]]:
+        """Send each variant its requests (variants concurrently); records come back in request order."""
+        session = await self.http()
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, sock_read=STALL_TIMEOUT_S, sock_connect=10.0)
+
+        async def one_variant(variant: str, reqs: Sequence[PlannedRequest]) -> list[RequestRecord]:
+            target = self.targets[variant]
+            slots = asyncio.Semaphore(in_flight)
+            got: list[RequestRecord | None] = [None] * len(reqs)
+
+            async def one(i: int, req: PlannedRequest) -> None:
+                async with slots:
+                    def keep(record: RequestRecord) -> None:
+                        got[i] = record
+                    await run_request(session, target, req, self.now(), keep, run_start=self.run_start,
+                                      timeout=timeout)
+
+            await asyncio.gather(*(one(i, r) for i, r in enumerate(reqs)))
+            return [r for r in got if r is not None]
+
+        names = list(requests)
+        results = await asyncio.gather(*(one_variant(v, requests[v]) for v in names))
+        out = dict(zip(names, results, strict=True))
+        for records in out.values():
+            self.add_records(records)
+        return out
+
+    async def golden(self) -> dict[str, dict[str, RequestRecord]]:
+        """Every golden case answered greedily by every variant (sent once, shared by later stages)."""
+        if self.golden_responses is None:
+            sampling_of = {c.id: {"max_tokens": c.max_tokens or 64, "temperature": 0.0, "seed": self.seed}
+                           for c in self.golden_cases}
+            requests = {
+                v: [case_request(c, f"golden-{v}-{c.id}", sampling_of[c.id]) for c in self.golden_cases]
+                for v in self.variants
+            }
+            sent = await self.send(requests)
+            self.golden_responses = {
+                v: {c.id: r for c, r in zip(self.golden_cases, records, strict=True)} for v, records in sent.items()
+            }
+        return self.golden_responses

@@ -1,0 +1,120 @@
+"""The load stages of `speclab accept`: single-stream latency curve, concurrency stress, canary.
+
+Each fires the canary scenario's prompt classes through the traffic runner (worker process,
+identical schedule and seeds for every variant, concurrently) and summarises the run with the
+aggregator, exactly as `speclab run` does; the gates then compare each variant with the baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+from speclab.gates.canary import evaluate_canary
+from speclab.gates.latency import LatencyPoint, StressSummary, as_point, evaluate_latency_curve, evaluate_stress
+from speclab.gates.result import StageResult
+from speclab.metrics.aggregator import Aggregator
+from speclab.model.names import INTERVAL_S, Metric
+from speclab.model.records import RequestRecord
+from speclab.model.snapshot import Snapshot
+from speclab.traffic.runner import TrafficRunner
+from speclab.traffic.schedule import Plan, build_plan
+
+from .accept_context import AcceptContext
+
+DRAIN_ON_CANCEL_S = 1.0
+
+
+async def measure(ctx: AcceptContext, plan: Plan, label: str) -> tuple[Snapshot, list[RequestRecord]]:
+    """Fire ``plan`` at every variant and return the final snapshot and the records of this run."""
+    classes = [c.name for c in plan.classes]
+    aggregator = Aggregator(ctx.variants, classes, interval_s=INTERVAL_S, simulated=ctx.engine.simulated, warmup_s=0.0)
+    mine: list[RequestRecord] = []
+
+    def on_records(records: list[RequestRecord]) -> None:
+        mine.extend(records)
+        aggregator.add_records(records)
+
+    run_start = time.monotonic()
+    runner = TrafficRunner(plan, ctx.targets, workers=1, run_start=run_start, on_records=on_records)
+    try:
+        await runner.start()
+        summary = await runner.finished
+    except asyncio.CancelledError:
+        await runner.stop(DRAIN_ON_CANCEL_S)
+        ctx.add_records(mine)
+        raise
+    ctx.add_records(mine)
+    now = time.monotonic() - run_start
+    snap = aggregator.snapshot(now, finished=True)
+    for error in summary.errors:
+        ctx.say(f"  {label}: traffic: {error}")
+    return snap, mine
+
+
+def _plan(ctx: AcceptContext, *, requests: int, concurrency: int | None = None, rate: float | None = None) -> Plan:
+    scenario = ctx.canary_scenario.model_copy(update={"warmup_s": 0.0, "warmup_requests": 0})
+    return build_plan(scenario, requests=requests, concurrency=concurrency, rate=rate, seed=ctx.seed)
+
+
+def _e2e(snap: Snapshot, variant: str) -> LatencyPoint | None:
+    """Closed-loop e2e (done - sent). A closed loop sends the moment a slot frees, so this equals the
+    corrected view, except that the traffic engine opens its first slots before the intended start."""
+    stats = snap.cumulative.get(variant)
+    pct = stats.total.latency.get(Metric.E2E.value) if stats is not None else None
+    return as_point(pct) if pct is not None else None
+
+
+async def latency_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot | None]:
+    settings = ctx.profile.latency
+    curve: dict[str, dict[int, LatencyPoint]] = {v: {} for v in ctx.variants}
+    snap: Snapshot | None = None
+    for level in settings.concurrency:
+        snap, _ = await measure(ctx, _plan(ctx, requests=settings.requests_per_level, concurrency=level),
+                                f"latency concurrency {level}")
+        parts = []
+        for v in ctx.variants:
+            point = _e2e(snap, v)
+            if point is not None:
+                curve[v][level] = point
+                parts.append(f"{v} p50 {point.p50_us / 1000:.0f}ms p99 {point.p99_us / 1000:.0f}ms")
+        ctx.say(f"  latency curve: concurrency {level}: " + ", ".join(parts))
+    result = evaluate_latency_curve(settings, ctx.baseline, curve)
+    result.metrics["curve_ms"] = {
+        v: {str(level): {"p50_ms": p.p50_us / 1000, "p99_ms": p.p99_us / 1000, "count": p.count}
+            for level, p in levels.items()}
+        for v, levels in curve.items()
+    }
+    return result, snap
+
+
+async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
+    settings = ctx.profile.stress
+    snap, _ = await measure(ctx, _plan(ctx, requests=settings.requests, concurrency=settings.concurrency), "stress")
+    summaries: dict[str, StressSummary] = {}
+    for v in ctx.variants:
+        if v in snap.cumulative:
+            point = _e2e(snap, v)
+            summary = StressSummary.from_variant_stats(snap.cumulative[v])
+            summaries[v] = replace(summary, p99_e2e_us=point.p99_us) if point is not None else summary
+    result = evaluate_stress(settings, ctx.profile.acceptance, ctx.baseline, summaries)
+    result.metrics["summaries"] = {
+        v: {"p99_e2e_ms": s.p99_e2e_us / 1000, "output_tokens_per_s": s.throughput, "requests": s.requests,
+            "errors": s.errors}
+        for v, s in summaries.items()
+    }
+    return result, snap
+
+
+async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
+    settings = ctx.profile.canary
+    snap, records = await measure(ctx, _plan(ctx, requests=settings.requests, rate=settings.rate), "canary")
+    result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, records, INTERVAL_S)
+    result.metrics["requests_per_variant"] = settings.requests
+    return result, snap
+
+
+def load_facts(snap: Snapshot) -> dict[str, Any]:
+    return {"duration_s": round(snap.t, 3), "saturated_intervals": list(snap.saturated_intervals)}
