@@ -6,6 +6,9 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
+from speclab.model.errors import InputError
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
 from speclab.traffic import Target, TrafficRunner, WorkerHealth, build_plan
@@ -68,10 +71,6 @@ async def test_live_controls_and_stop_with_callbacks(fake_server: FakeServer) ->
 
 
 async def test_controls_that_do_not_fit_the_plan_are_input_errors() -> None:
-    import pytest
-
-    from speclab.model.errors import InputError
-
     closed = _scenario(requests=4, arrival={"process": "concurrency", "concurrency": 2})
     runner = TrafficRunner(closed, {"v": Target("v", "http://127.0.0.1:9", "m")}, run_start=time.monotonic())
     with pytest.raises(InputError, match="closed loop"):
