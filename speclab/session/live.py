@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import platform
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,25 @@ from speclab.traffic.schedule import Plan, build_plan
 
 from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
+
+
+@contextlib.contextmanager
+def real_stdio() -> Iterator[None]:
+    """Process stdio while worker processes spawn: a front end (Textual) may have replaced
+    sys.stdout/sys.stderr with objects without a file descriptor, which multiprocessing rejects."""
+    saved = sys.stdout, sys.stderr
+    try:
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            try:
+                ok = stream.fileno() >= 0
+            except (AttributeError, OSError, ValueError):
+                ok = False
+            if not ok:
+                setattr(sys, name, getattr(sys, f"__{name}__"))
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 class LiveSession:
@@ -140,7 +160,8 @@ class LiveSession:
         }
         self.runner = TrafficRunner(self.plan, targets, workers=self.options.workers, sequential=self.options.sequential,
                                     run_start=self.run_start, on_records=self._on_records, on_health=self._on_health)
-        await self.runner.start()
+        with real_stdio():
+            await self.runner.start()
         self._tasks = [asyncio.create_task(self._pump(), name="speclab-pump"),
                        asyncio.create_task(self._scrape_loop(), name="speclab-scrape"),
                        asyncio.create_task(self._await_traffic(), name="speclab-traffic-end")]
