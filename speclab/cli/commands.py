@@ -136,7 +136,7 @@ def validate_files(files: tuple[str, ...]) -> int:
     from speclab.model.gates import load_gates
     from speclab.model.lab import Lab
     from speclab.model.loading import load_model, load_toml
-    from speclab.model.scenario import Scenario
+    from speclab.model.scenario import load_scenario
 
     problems = 0
     for name in files:
@@ -149,7 +149,7 @@ def validate_files(files: tuple[str, ...]) -> int:
                 load_gates(path)
                 kind = "gates"
             elif "arrival" in data or "classes" in data:
-                load_model(path, Scenario)
+                load_scenario(path)
                 kind = "scenario"
             else:
                 load_model(path, Lab)

@@ -47,7 +47,7 @@ def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str,
             kv.setdefault(sample.variant, []).append(sample.kv_usage)
     checks = crosscheck(session.records, session.samples)
     return {
-        "engine": str(session.engine),
+        "engine": session.engine_label,
         "memory": memory_table(session.servers_running, kv),
         "crosscheck": [{"summary": c.message, "ok": c.ok, "variant": c.variant, "quantity": c.quantity,
                         "client": c.client, "server": c.server} for c in checks],
@@ -59,6 +59,12 @@ def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str,
 async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode:
     session = LiveSession(options)
     print(session.first_line(), file=out, flush=True)
+    return await follow_to_end(session, out)
+
+
+async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
+    """Start the session, print progress until it ends (or Ctrl-C), write the report, judge it."""
+    options = session.options
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):

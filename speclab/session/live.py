@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +63,26 @@ def real_stdio() -> Iterator[None]:
 class LiveSession:
     """``await start()``, then consume ``snapshots()``; ``await wait()`` for the end; ``await stop()``."""
 
-    def __init__(self, options: RunOptions, *, clock: Any = time.monotonic) -> None:
+    def __init__(
+        self, options: RunOptions, *, plan: Plan | None = None, lab: Lab | None = None, clock: Any = time.monotonic
+    ) -> None:
+        """``plan`` and ``lab`` replace the scenario's (``replay --refire`` fires a recorded plan)."""
         self.options = options
         self._clock = clock
-        self.scenario, self.scenario_path = load_scenario(options.scenario)
-        self.lab: Lab | None = load_lab_for(options, self.scenario, self.scenario_path)
-        self.plan: Plan = build_plan(
-            self.scenario, duration_s=options.duration, requests=options.requests, rate=options.rate,
-            concurrency=options.concurrency, seed=options.seed,
-        )
+        if plan is None:
+            scenario, self.scenario_path = load_scenario(options.scenario)
+            self.lab: Lab | None = lab or load_lab_for(options, scenario, self.scenario_path)
+            plan = build_plan(scenario, duration_s=options.duration, requests=options.requests, rate=options.rate,
+                              concurrency=options.concurrency, seed=options.seed)
+        else:
+            self.scenario_path = Path(options.scenario)
+            self.lab = lab
+        self.plan: Plan = plan
         self.headers, self._api_key = parse_headers(options.headers, options.api_key_env)
-        self.engine: EngineChoice = select_engine(options.engine) if self.lab else EngineChoice("attached", "attached")
+        # Attached servers were not launched here: their engine is whatever they are.
+        self.engine: EngineChoice | None = select_engine(options.engine) if self.lab else None
+        self.simulated = bool(self.engine and self.simulated)
+        self.engine_label = str(self.engine) if self.engine else "attached servers (not launched by speclab)"
         self.pair: dict[str, Any] = {}
         if self.lab is not None:
             self.pair = pair_info(self.lab, require_pairing(self.lab, force=options.force))
@@ -80,12 +90,12 @@ class LiveSession:
         self.classes = tuple(c.name for c in self.plan.classes)
         self.info = SessionInfo(
             lab=self.lab.name if self.lab else "attached", scenario=self.plan.name, variants=self.variants,
-            classes=self.classes, simulated=self.engine.simulated, pair={k: str(v) for k, v in self.pair.items()},
+            classes=self.classes, simulated=self.simulated, pair={k: str(v) for k, v in self.pair.items()},
             arrival=self._arrival_facts(),
         )
         self.run_start = clock()
         self.aggregator = Aggregator(self.variants, self.classes, interval_s=INTERVAL_S,
-                                     simulated=self.engine.simulated, warmup_s=self.plan.warmup_s)
+                                     simulated=self.simulated, warmup_s=self.plan.warmup_s)
         self.servers_running: dict[str, RunningServer] = {}
         self.manager: ServerManager | None = None
         self.runner: TrafficRunner | None = None
@@ -135,13 +145,12 @@ class LiveSession:
     def first_line(self) -> str:
         target = f"lab {self.info.lab}" if self.lab else "attached servers"
         return (f"speclab {__version__}: {self.plan.name} on {target} ({', '.join(self.variants)}); "
-                f"engine: {self.engine}")
+                f"engine: {self.engine_label}")
 
     async def start(self) -> None:
         """Start (or probe) servers, take a baseline scrape, then start traffic and the pump."""
-        if self.lab is not None:
-            self.manager = ServerManager(self.lab, self.engine.engine, log_dir=self._log_dir,  # type: ignore[arg-type]
-                                         api_key=self._api_key)
+        if self.lab is not None and self.engine is not None:
+            self.manager = ServerManager(self.lab, self.engine.engine, log_dir=self._log_dir, api_key=self._api_key)
             self.servers_running = await self.manager.start(self.variants)
         for spec in self.options.attach:
             label, url = parse_attach(spec)
@@ -172,7 +181,7 @@ class LiveSession:
         manifest = {
             "lab": self.info.lab, "scenario": self.plan.name, "scenario_path": str(self.scenario_path),
             "pair": self.pair, "variants": list(self.variants), "classes": list(self.classes),
-            "arrival": self.info.arrival, "simulated": self.engine.simulated, "engine": str(self.engine),
+            "arrival": self.info.arrival, "simulated": self.simulated, "engine": self.engine_label,
             "speclab_version": __version__, "warmup_s": self.plan.warmup_s, "interval_s": INTERVAL_S,
             "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(),
                             "engine": s.engine, "baseline": s.baseline} for n, s in self.servers_running.items()},
@@ -276,7 +285,8 @@ class LiveSession:
             for name, server in self.servers_running.items():
                 if server.log_path is not None:
                     self.recorder.copy_log(name, server.log_path)
-            self.recorder.close({"status": status}, end_s=now)
+            self.recorder.close({"status": status, "health": asdict(self.final.health),
+                                 "saturated_intervals": list(self.final.saturated_intervals)}, end_s=now)
 
     # -- SnapshotSource ----------------------------------------------------------------------------
 
