@@ -81,7 +81,7 @@ class LiveSession:
         self.headers, self._api_key = parse_headers(options.headers, options.api_key_env)
         # Attached servers were not launched here: their engine is whatever they are.
         self.engine: EngineChoice | None = select_engine(options.engine) if self.lab else None
-        self.simulated = bool(self.engine and self.simulated)
+        self.simulated = bool(self.engine and self.engine.simulated)
         self.engine_label = str(self.engine) if self.engine else "attached servers (not launched by speclab)"
         self.pair: dict[str, Any] = {}
         if self.lab is not None:
