@@ -8,7 +8,7 @@ time is matched per request with the server's record. The TTFT error (client rec
 send) is what the client adds to every latency it reports. A rate is *sustained* when every request
 completed, TTFT error p99 ≤ 5 ms and schedule lag p99 ≤ 5 ms.
 
-    .venv/bin/python bench/bench_loadgen.py [--rates 50,100,200,300] [--duration 8]
+    .venv/bin/python bench/bench_loadgen.py [--rates 50,100,200,300,400] [--duration 8]
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def run_plain(url: str, rate: float, duration: float, prefix: str) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rates", default="50,100,200,300")
+    parser.add_argument("--rates", default="50,100,200,300,400")
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()

@@ -172,13 +172,22 @@ class Plan:
 
 
 class UnitGaps:
-    """Cumulative unit mass U_i: U_0 = 0, U_i = U_{i-1} + gap_i with mean-1 gaps from the seed."""
+    """Cumulative unit mass U_i: U_0 = 0, U_i = U_{i-1} + gap_i with mean-1 gaps from the seed.
+
+    Callers ask for non-decreasing indices, so only the latest (index, mass) is kept: a run of any
+    length costs constant memory. Asking for an earlier index replays the stream from the start.
+    """
 
     def __init__(self, seed: int, process: str, burstiness: float) -> None:
-        self._rng = random.Random(zlib.crc32(f"arrival:{seed}".encode()))
+        self._seed = seed
         self._process = process
         self._shape = burstiness
-        self._cumulative: list[float] = [0.0]
+        self._restart()
+
+    def _restart(self) -> None:
+        self._rng = random.Random(zlib.crc32(f"arrival:{self._seed}".encode()))
+        self._index = 0
+        self._mass = 0.0
 
     def _gap(self) -> float:
         if self._process == "poisson":
@@ -188,10 +197,12 @@ class UnitGaps:
         return 1.0
 
     def mass(self, index: int) -> float:
-        cum = self._cumulative
-        while len(cum) <= index:
-            cum.append(cum[-1] + self._gap())
-        return cum[index]
+        if index < self._index:
+            self._restart()
+        while self._index < index:
+            self._mass += self._gap()
+            self._index += 1
+        return self._mass
 
 
 class RateFunction:

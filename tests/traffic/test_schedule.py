@@ -144,3 +144,10 @@ def test_warmup_by_time_and_count() -> None:
     assert plan.is_warmup(0, 10.0)
     assert plan.is_warmup(5, 2.9)
     assert not plan.is_warmup(5, 3.0)
+
+
+def test_unit_gaps_replay_identically_when_asked_out_of_order() -> None:
+    gaps = build_plan(_scenario({"process": "poisson", "rate": 5})).unit_gaps()
+    forward = [gaps.mass(i) for i in range(0, 50, 3)]
+    assert gaps.mass(10) == pytest.approx(build_plan(_scenario({"process": "poisson", "rate": 5})).unit_gaps().mass(10))
+    assert [gaps.mass(i) for i in range(0, 50, 3)] == forward
