@@ -20,6 +20,7 @@ from .progress import progress_line
 from .report import build_report, write_report
 
 SATURATED_LIMIT = 0.5  # more than this share of intervals saturated: the measurement is invalid
+MIN_INTERVALS_TO_JUDGE = 5  # a run of a few seconds is flagged per interval, not failed as a whole
 
 
 def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[ExitCode, str]:
@@ -34,7 +35,7 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     if not measured:
         return ExitCode.ALL_REQUESTS_FAILED, "no request finished"
     intervals = max(final.interval + 1, 1)
-    if len(final.saturated_intervals) > SATURATED_LIMIT * intervals:
+    if intervals >= MIN_INTERVALS_TO_JUDGE and len(final.saturated_intervals) > SATURATED_LIMIT * intervals:
         return (ExitCode.MEASUREMENT_INVALID,
                 f"the client could not keep up in {len(final.saturated_intervals)} of {intervals} intervals")
     return ExitCode.OK, "ok"

@@ -109,7 +109,10 @@ class LiveSession:
         self._tasks: list[asyncio.Task[Any]] = []
         self._paused = False
         self._stopping = False
-        self._done = asyncio.Event()
+        self._done = asyncio.Event()  # the final snapshot is out (or there will be none)
+        self._finishing = False
+        self._finish_task: asyncio.Future[None] | None = None
+        self._status = "complete"
         self._health: dict[int, WorkerHealth] = {}
         self._scrapers: dict[str, MetricsScraper] = {}
         self._down: set[str] = set()
@@ -219,7 +222,7 @@ class LiveSession:
             self.recorder.write_events([event])
 
     async def _scrape_loop(self) -> None:
-        while not self._done.is_set():
+        while not self._finishing:
             await asyncio.sleep(INTERVAL_S)
             samples = await asyncio.gather(
                 *(s.scrape(self._http, self.now()) for s in self._scrapers.values()), return_exceptions=True)
@@ -250,7 +253,7 @@ class LiveSession:
 
     async def _pump(self) -> None:
         period = 1.0 / SNAPSHOT_HZ
-        while not self._done.is_set():
+        while not self._finishing:
             await asyncio.sleep(period)
             now = self.now()
             self.aggregator.tick(now)
@@ -270,23 +273,30 @@ class LiveSession:
         self.summary = await self.runner.finished
         await self._finish()
 
-    async def _finish(self, status: str = "complete") -> None:
-        if self._done.is_set():
-            return
-        self._done.set()
-        now = self.now()
-        # One last scrape so server-wide counters cover every finished request.
-        self._take_samples([await s.scrape(self._http, now) for s in self._scrapers.values()])
-        self.aggregator.finish(now)
-        self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
-        self._publish(self.final)
-        if self.recorder is not None:
-            self.recorder.write_closed_intervals(self.aggregator)
-            for name, server in self.servers_running.items():
-                if server.log_path is not None:
-                    self.recorder.copy_log(name, server.log_path)
-            self.recorder.close({"status": status, "health": asdict(self.final.health),
-                                 "saturated_intervals": list(self.final.saturated_intervals)}, end_s=now)
+    async def _finish(self) -> None:
+        """Publish the final snapshot and close the recording, once, whoever asks first."""
+        if self._finish_task is None:
+            self._finishing = True  # the pump and scrape loops stop here
+            self._finish_task = asyncio.ensure_future(self._write_final())
+        await asyncio.shield(self._finish_task)
+
+    async def _write_final(self) -> None:
+        try:
+            now = self.now()
+            # One last scrape so server-wide counters cover every finished request.
+            self._take_samples([await s.scrape(self._http, now) for s in self._scrapers.values()])
+            self.aggregator.finish(now)
+            self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
+            self._publish(self.final)
+            if self.recorder is not None:
+                self.recorder.write_closed_intervals(self.aggregator)
+                for name, server in self.servers_running.items():
+                    if server.log_path is not None:
+                        self.recorder.copy_log(name, server.log_path)
+                self.recorder.close({"status": self._status, "health": asdict(self.final.health),
+                                     "saturated_intervals": list(self.final.saturated_intervals)}, end_s=now)
+        finally:
+            self._done.set()
 
     # -- SnapshotSource ----------------------------------------------------------------------------
 
@@ -332,19 +342,22 @@ class LiveSession:
             await self._done.wait()
             return
         self._stopping = True
+        if not self._finishing:
+            self._status = status
         try:
             if self._start_task is not None and not self._start_task.done():
                 self._start_task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._start_task
-            if self.runner is not None and not self._done.is_set():
+            if self.runner is not None and not self._finishing:
                 self.summary = await self.runner.stop(self.options.drain_timeout_s)
-            if not self._done.is_set() and self.runner is not None:
-                await self._finish(status)
-            self._done.set()
+            if self.runner is not None:
+                await self._finish()
         finally:
+            self._done.set()
             for task in self._tasks:
-                task.cancel()
+                if task.get_name() != "speclab-traffic-end":
+                    task.cancel()
             for task in self._tasks:
                 with contextlib.suppress(BaseException):
                     await task

@@ -100,3 +100,105 @@ def test_every_request_failing_exits_4(workdir: Path) -> None:
     report = read_report(report_dir)
     assert report["variants"]["baseline"]["classes"]["all"]["errors"].get("http_5xx", 0) >= 4
     assert "every request failed" in out.stdout
+
+
+FAKE_VLLM_DIR = Path(__file__).resolve().parents[1] / "servers" / "fake_vllm"
+
+
+def test_run_drives_the_vllm_path_end_to_end_through_a_fake_vllm(workdir: Path) -> None:
+    import os
+    import sys
+
+    argv_log = workdir / "argv.log"
+    env = {
+        "PATH": f"{FAKE_VLLM_DIR}{os.pathsep}{os.environ['PATH']}",
+        "SPECLAB_FAKE_GPU": "1",
+        "SPECLAB_FAKE_VLLM_PYTHON": sys.executable,
+        "SPECLAB_FAKE_VLLM_ARGV_LOG": str(argv_log),
+    }
+    report_dir = workdir / "r"
+    out = run_cli(["run", "smoke", "--variants", "baseline,k2", "--requests", "6", "--report", str(report_dir)],
+                  cwd=workdir, env=env)
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert "engine: vllm" in out.stdout.splitlines()[0]
+    calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
+    assert len(calls) == 2
+    for call in calls:
+        argv = call["argv"]
+        assert argv[:2] == ["serve", "meta-llama/Llama-3.1-8B-Instruct"]
+        assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    spec = [c for c in calls if "--speculative-config" in c["argv"]]
+    assert len(spec) == 1
+    config = json.loads(spec[0]["argv"][spec[0]["argv"].index("--speculative-config") + 1])
+    assert config["method"] == "draft_model" and config["num_speculative_tokens"] == 2
+    assert sorted(c["cuda_visible_devices"] for c in calls) == ["0", "1"]
+    report = read_report(report_dir)
+    assert report["simulated"] is False
+    assert report["variants"]["k2"]["classes"]["all"]["acceptance"]["source"] == "exact"
+
+
+def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from speclab.servers.process import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "speclab.sim", "sim-8b", "--host", "127.0.0.1", "--port",
+                               str(port), "--enable-per-request-metrics"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        import urllib.request
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "simulator did not start"
+                time.sleep(0.2)
+        report_dir = workdir / "r"
+        out = run_cli(["run", "smoke", "--attach", f"mine=http://127.0.0.1:{port}", "--requests", "6",
+                       "--report", str(report_dir)], cwd=workdir)
+        assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+        report = read_report(report_dir)
+        assert list(report["variants"]) == ["mine"]
+        assert report["variants"]["mine"]["classes"]["all"]["requests"] == 4  # 6 minus 2 warm-up
+        assert server.poll() is None  # speclab leaves a server it did not launch running
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_ctrl_c_mid_run_exits_130_with_a_partial_report_and_a_replayable_recording(workdir: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    report_dir, rec_dir = workdir / "r", workdir / "rec"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "speclab.cli.main", "run", "mixed", "--variants", "baseline", "--duration", "60",
+         "--report", str(report_dir), "--record", str(rec_dir)],
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    seen = 0
+    while seen < 4 and time.monotonic() < deadline:  # a few progress lines, then Ctrl-C
+        if proc.stdout.readline().startswith("t="):
+            seen += 1
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, stdout + stderr
+    report = read_report(report_dir)
+    assert report["exit"]["code"] == 130
+    assert report["variants"]["baseline"]["classes"]["all"]["requests"] > 0
+    replay_dir = workdir / "replayed"
+    out = run_cli(["replay", str(rec_dir), "--report", str(replay_dir)], cwd=workdir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    replayed = read_report(replay_dir)
+    assert replayed["variants"]["baseline"]["classes"]["all"]["requests"] == \
+        report["variants"]["baseline"]["classes"]["all"]["requests"]
