@@ -8,9 +8,9 @@ from pathlib import Path
 
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab, load_lab
-from speclab.model.loading import load_model
 from speclab.model.paths import resolve
 from speclab.model.scenario import Scenario
+from speclab.model.scenario import load_scenario as read_scenario
 
 DEFAULT_LAB = "default"
 
@@ -38,8 +38,8 @@ class RunOptions:
 
 
 def load_scenario(name_or_path: str | Path) -> tuple[Scenario, Path]:
-    path = resolve(name_or_path, "scenarios")
-    return load_model(path, Scenario), path
+    """The scenario with its prompts and schema files read, and the path it came from."""
+    return read_scenario(name_or_path), resolve(name_or_path, "scenarios")
 
 
 def load_lab_for(options: RunOptions, scenario: Scenario, scenario_path: Path) -> Lab | None:
