@@ -24,7 +24,14 @@ from speclab import __version__
 from speclab.gates.golden import load_golden
 from speclab.gates.junit import write_junit
 from speclab.gates.result import (
-    CANARY, EQUIVALENCE, GOLDEN, LATENCY_CURVE, STAGE_ORDER, STRESS, STRUCTURED, TOKENIZER_ALIGNMENT, StageResult,
+    EQUIVALENCE,
+    GOLDEN,
+    LATENCY_CURVE,
+    STAGE_ORDER,
+    STRESS,
+    STRUCTURED,
+    TOKENIZER_ALIGNMENT,
+    StageResult,
 )
 from speclab.headless.report import build_report, write_report
 from speclab.metrics.aggregator import Aggregator

@@ -13,7 +13,13 @@ from dataclasses import replace
 from typing import Any
 
 from speclab.gates.canary import evaluate_canary
-from speclab.gates.latency import LatencyPoint, StressSummary, as_point, evaluate_latency_curve, evaluate_stress
+from speclab.gates.latency import (
+    LatencyPoint,
+    StressSummary,
+    as_point,
+    evaluate_latency_curve,
+    evaluate_stress,
+)
 from speclab.gates.result import StageResult
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.names import INTERVAL_S, Metric
@@ -90,15 +96,32 @@ async def latency_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot | Non
     return result, snap
 
 
+def busy_throughput(records: list[RequestRecord]) -> float:
+    """Output tokens per second over the variant's own busy span (first send to last answer).
+
+    The snapshot divides by the run's common window, which ends with the slowest variant, so
+    every variant would show the same throughput for the same fixed set of requests.
+    """
+    sent = [r.sent for r in records if r.sent is not None]
+    done = [r.done for r in records if r.ok and r.done is not None]
+    if not sent or not done or max(done) <= min(sent):
+        return 0.0
+    return sum(r.output_tokens for r in records if r.ok) / (max(done) - min(sent))
+
+
 async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     settings = ctx.profile.stress
-    snap, _ = await measure(ctx, _plan(ctx, requests=settings.requests, concurrency=settings.concurrency), "stress")
+    snap, records = await measure(ctx, _plan(ctx, requests=settings.requests, concurrency=settings.concurrency),
+                                  "stress")
     summaries: dict[str, StressSummary] = {}
     for v in ctx.variants:
         if v in snap.cumulative:
             point = _e2e(snap, v)
             summary = StressSummary.from_variant_stats(snap.cumulative[v])
-            summaries[v] = replace(summary, p99_e2e_us=point.p99_us) if point is not None else summary
+            summaries[v] = replace(
+                summary, p99_e2e_us=point.p99_us if point is not None else summary.p99_e2e_us,
+                throughput=busy_throughput([r for r in records if r.variant == v]),
+            )
     result = evaluate_stress(settings, ctx.profile.acceptance, ctx.baseline, summaries)
     result.metrics["summaries"] = {
         v: {"p99_e2e_ms": s.p99_e2e_us / 1000, "output_tokens_per_s": s.throughput, "requests": s.requests,
