@@ -112,7 +112,11 @@ def describe_errors(error: ValidationError, model: type[BaseModel], source: str)
     """Turn pydantic's errors into ``source: field.path: what was expected`` lines."""
     lines: list[str] = []
     seen_paths: set[tuple[Any, ...]] = set()
-    for item in error.errors(include_url=False):
+    items = error.errors(include_url=False)
+    cleaned = [_strip_tags(model, tuple(i.get("loc", ()))) for i in items]
+    for item, clean in zip(items, cleaned, strict=True):
+        if any(len(other) > len(clean) and other[: len(clean)] == clean for other in cleaned):
+            continue  # a union member failed deeper down: that error says more
         loc = tuple(item.get("loc", ()))
         kind = item.get("type", "")
         if kind == "extra_forbidden":
@@ -128,7 +132,6 @@ def describe_errors(error: ValidationError, model: type[BaseModel], source: str)
                 path = _format_loc(_strip_tags(model, loc))
                 lines.append(f"{source}: {path}: {message}" if path else f"{source}: {message}")
             continue
-        clean = _strip_tags(model, loc)
         if clean in seen_paths:
             continue  # one line per field, even when several union members failed
         seen_paths.add(clean)

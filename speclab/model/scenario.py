@@ -130,7 +130,7 @@ class PromptClass(_Strict):
     top_k: int | None = Field(default=None, ge=-1)
     seed: int | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # set: every prompt; unset: per line, else 64
-    stop: list[str] | None = None
+    stop: list[str] | str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     schema_file: str | None = None
 

@@ -362,7 +362,7 @@ def _class_plan(scenario: Scenario, name: str) -> ClassPlan:
         if value is not None:
             sampling[key] = value
     if spec.stop:
-        sampling["stop"] = list(spec.stop)
+        sampling["stop"] = [spec.stop] if isinstance(spec.stop, str) else list(spec.stop)
     return ClassPlan(
         name=name,
         weight=spec.weight,

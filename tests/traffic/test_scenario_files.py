@@ -130,3 +130,11 @@ def test_bundled_scenarios_load_and_plan(name: str) -> None:
     if name == "ladder":
         assert plan.mode == "closed"
         assert [n for _, n in plan.concurrency_steps] == [1, 4, 16, 64]
+
+
+def test_union_errors_point_at_the_deepest_problem(tmp_path: Path) -> None:
+    text = BASE.replace('prompts = ["a", "b"]', 'prompts = [[{role = "usr", content = "x"}]]\nstop = "END"')
+    lines = _error(_write(tmp_path, text)).splitlines()
+    assert len(lines) == 1
+    assert lines[0].endswith("classes.qa.prompts[0][0].role: expected one of 'system', 'user', 'assistant', "
+                             "got 'usr'; did you mean 'user'?")
