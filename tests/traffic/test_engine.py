@@ -181,3 +181,22 @@ async def test_sequential_runs_variants_one_after_another(fake_server: FakeServe
     offsets_a = sorted(r.intended - min(x.intended for x in a) for r in a)
     offsets_b = sorted(r.intended - min(x.intended for x in b) for r in b)
     assert offsets_a == pytest.approx(offsets_b)
+
+
+async def test_two_workers_split_closed_loop_slots_and_indices(fake_server: FakeServer) -> None:
+    plan = _plan({"process": "concurrency", "concurrency": 3}, requests=10)
+    records: list[RequestRecord] = []
+
+    def emit(message: tuple[str, Any]) -> None:
+        if message[0] == "records":
+            records.extend(message[1])
+
+    start = time.monotonic()
+    engines = [TrafficEngine(plan, [_target(fake_server, "v", "ok:n=4:itl=0.02")], run_start=start, emit=emit,
+                             worker=w, workers=2) for w in range(2)]
+    for engine in engines:
+        engine.begin(0.02)
+    await asyncio.wait_for(asyncio.gather(*(e.run() for e in engines)), 30)
+    assert sorted(int(r.request_id.rsplit("-", 1)[1]) for r in records) == list(range(10))
+    assert {r.worker for r in records} == {0, 1}
+    assert fake_server.peak_in_flight == 3  # 2 slots in worker 0, 1 in worker 1
