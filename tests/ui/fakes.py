@@ -149,12 +149,13 @@ def variant_stats(
 
 
 def _drift(variant: str, interval: int) -> float:
-    """k4 has a rejection spike at intervals 6-7, then is relaunched with k=3 at interval 8."""
+    """k4 has a rejection spike at intervals 6-7; the relaunch with k=3 (event at t=9 s, after
+    interval 8 closed) takes effect from interval 9."""
     if variant != "k4":
         return 0.0
     if interval in (6, 7):
         return 0.25
-    return -0.02 if interval >= 8 else 0.0
+    return -0.02 if interval >= 9 else 0.0
 
 
 def build_snapshots(intervals: int = 12) -> list[Snapshot]:
@@ -186,7 +187,7 @@ def build_snapshots(intervals: int = 12) -> list[Snapshot]:
                         for v in VARIANTS
                     },
                     last_interval={
-                        v: variant_stats(v, per_class, 1.0, _drift(v, interval), 3 if v == "k4" and interval >= 8 else None)
+                        v: variant_stats(v, per_class, 1.0, _drift(v, interval), 3 if v == "k4" and interval >= 9 else None)
                         for v in VARIANTS
                     },
                     servers={v: server_sample(v, t, interval) for v in VARIANTS},

@@ -239,8 +239,8 @@ class LabScreen(Screen[None]):
                 if previous
                 else "no relaunch yet, so no previous config"
             )
-            cur = f"current {config_label(current.config)} (since t {current.start_t:.0f} s)" if current else ""
-            title.update(f"{variant}: {prev}  →  {cur}")
+            cur = f"current {config_label(current.config)} (t {current.start_t:.0f} s–now)" if current else ""
+            title.update(f"{variant}, all classes: {prev}  →  {cur}")
         note.update(
             "Each window is compared with the baseline over the same intervals (same traffic). "
             "Means are exact over the window; percentiles do not add across intervals, so the p99 "

@@ -1,0 +1,388 @@
+"""Pilot tests: every control, asserting on app state, recorded control calls and messages."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from textual.message import Message
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from speclab.model.errors import InputError
+from speclab.model.snapshot import Snapshot
+from speclab.ui import SpeclabApp, create_app
+from speclab.ui.messages import ControlApplied
+from speclab.ui.screens.dialogs import ConfirmDialog, NumberDialog
+from speclab.ui.screens.help import HelpScreen
+from speclab.ui.screens.lab import NO_CONTROLS, LabScreen
+from speclab.ui.screens.relaunch import RelaunchDialog
+from speclab.ui.widgets.ab import ABTable
+from speclab.ui.widgets.acceptance import AcceptanceDetail
+from speclab.ui.widgets.spectrum import SpectrumChart
+from speclab.ui.widgets.status import render_status
+from tests.ui.fakes import FakeSource
+
+SIZE = (120, 40)
+
+
+async def settle(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> None:
+    """Wait until every frozen snapshot has been taken in and painted."""
+    for _ in range(200):
+        if app.state.snapshots_seen == len(source.frozen):
+            break
+        await pilot.pause(0.01)
+    await pilot.pause()
+    assert app.state.snapshots_seen == len(source.frozen)
+
+
+async def controls_done(pilot: Pilot[Any], app: SpeclabApp) -> None:
+    """Wait for the dialog-driven control workers (the snapshot worker runs until the app stops)."""
+    pending = [w for w in app.workers if w.group == "controls"]
+    if pending:  # an empty list would mean "every worker" to Textual
+        await app.workers.wait_for_complete(pending)
+    await pilot.pause()
+
+
+def lab(app: SpeclabApp) -> LabScreen:
+    assert isinstance(app.screen_stack[0], LabScreen)
+    return app.screen_stack[0]
+
+
+async def test_space_pauses_and_resumes_traffic() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    messages: list[Message] = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("space")
+        await pilot.pause()
+        assert source.names() == ["pause"]
+        assert lab(app).traffic_paused
+        await pilot.press("space")
+        await pilot.pause()
+        assert source.names() == ["pause", "resume"]
+        assert not lab(app).traffic_paused
+    unique = list({id(m): m for m in messages}.values())  # the hook sees a bubbling message at each node
+    applied = [(m.action, m.ok) for m in unique if isinstance(m, ControlApplied)]
+    assert applied == [("pause", True), ("resume", True)]
+
+
+async def test_rate_dialog_sets_rate_and_rejects_bad_input() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, NumberDialog)
+        app.screen.query_one("#value", Input).value = ""
+        await pilot.press("0", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NumberDialog), "a rate of 0 must not be applied"
+        assert "at least" in str(app.screen.query_one("#error", Static).render())
+        app.screen.query_one("#value", Input).value = ""
+        await pilot.press("1", "2", ".", "5", "enter")
+        await controls_done(pilot, app)
+        await pilot.pause()
+        assert isinstance(app.screen, LabScreen)
+        assert source.calls == [("set_rate", (12.5,))]
+
+
+async def test_rate_dialog_escape_changes_nothing() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("escape")
+        await controls_done(pilot, app)
+        assert isinstance(app.screen, LabScreen)
+        assert source.calls == []
+
+
+async def test_concurrency_dialog_sets_concurrency() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, NumberDialog)
+        await pilot.press("1", "6", "enter")
+        await controls_done(pilot, app)
+        assert source.calls == [("set_concurrency", (16,))]
+
+
+async def open_relaunch(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> RelaunchDialog:
+    await settle(pilot, app, source)
+    assert lab(app).view.variant == "k2", "the first speculative variant is selected at start"
+    await pilot.press("e")
+    await pilot.pause()
+    assert isinstance(app.screen, RelaunchDialog)
+    return app.screen
+
+
+async def test_relaunch_with_confirmation_sends_only_the_changes() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    messages: list[Message] = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        dialog = await open_relaunch(pilot, app, source)
+        assert dialog.query_one("#num_speculative_tokens", Input).value == "2"
+        await pilot.press("backspace", "3")
+        await pilot.click("#enable_chunked_prefill")
+        await pilot.pause()
+        await pilot.click("#review")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        body = str(app.screen.query_one("#body", Static).render())
+        assert "num_speculative_tokens: 2 → 3" in body and "enable_chunked_prefill: on → off" in body
+        assert source.calls == []
+        await pilot.press("y")
+        await controls_done(pilot, app)
+        assert source.calls == [
+            ("relaunch", ("k2", {"num_speculative_tokens": 3, "enable_chunked_prefill": False}))
+        ]
+    assert any(isinstance(m, ControlApplied) and m.action == "relaunch" for m in messages)
+
+
+async def test_relaunch_cancelled_at_confirmation_sends_nothing() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_relaunch(pilot, app, source)
+        app.screen.query_one("#max_num_seqs", Input).value = "32"
+        await pilot.click("#review")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        await pilot.press("n")
+        await controls_done(pilot, app)
+        assert isinstance(app.screen, LabScreen)
+        assert source.calls == []
+
+
+async def test_relaunch_dialog_refuses_no_change_and_bad_k() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_relaunch(pilot, app, source)
+        await pilot.click("#review")
+        await pilot.pause()
+        assert app.screen is dialog
+        assert "nothing changed" in str(dialog.query_one("#error", Static).render())
+        k_field = dialog.query_one("#num_speculative_tokens", Input)
+        k_field.value = "40"
+        k_field.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog
+        assert "between 1 and 16" in str(dialog.query_one("#error", Static).render())
+        await pilot.press("escape")
+        await controls_done(pilot, app)
+        assert source.calls == []
+
+
+async def test_baseline_relaunch_cannot_set_k() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("v", "v", "e")
+        await pilot.pause()
+        assert lab(app).view.variant == "baseline"
+        assert isinstance(app.screen, RelaunchDialog)
+        assert app.screen.query_one("#num_speculative_tokens", Input).disabled
+        await pilot.press("escape")
+
+
+async def test_corrected_toggle_switches_the_plotted_metric() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        last = source.frozen[-1]
+        chart = app.screen.query_one("#spec-e2e", SpectrumChart)
+        k2 = next(c for c in chart.curves if c.name == "k2")
+        assert k2.values == last.cumulative["k2"].total.latency["e2e_corrected"].values
+        assert "corrected" in str(chart.border_subtitle)
+        await pilot.press("c")
+        await pilot.pause()
+        assert not lab(app).view.corrected
+        k2 = next(c for c in chart.curves if c.name == "k2")
+        assert k2.values == last.cumulative["k2"].total.latency["e2e"].values
+        assert str(chart.border_subtitle).startswith("uncorrected")
+        queue = app.screen.query_one("#spec-server_queue", SpectrumChart)
+        assert "exact per-request" in str(queue.border_subtitle)
+
+
+async def test_variant_and_class_selection_drive_every_view() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("v", "p", "p")
+        await pilot.pause()
+        view = lab(app).view
+        assert (view.variant, view.prompt_class) == ("k4", "tool_call")
+        chart = app.screen.query_one("#spec-e2e", SpectrumChart)
+        assert [c.name for c in chart.curves if c.emphasis] == ["k4"]
+        assert str(chart.border_title) == "e2e · tool_call"
+        await pilot.press("o")
+        await pilot.pause()
+        assert view.layout == "split"
+        await pilot.press("2")
+        await pilot.pause()
+        detail = app.screen.query_one(AcceptanceDetail)
+        assert str(detail.border_title) == "acceptance distribution · k4 · tool_call"
+        assert "k4 · tool_call" in render_status(lab(app).status).plain
+
+
+async def test_acceptance_row_click_selects_variant_and_class() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#acc-table")
+        table.focus()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert (lab(app).view.variant, lab(app).view.prompt_class) == ("baseline", "tool_call")
+
+
+async def test_ab_view_compares_previous_and_current_config_of_the_relaunched_variant() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("v", "5")
+        await pilot.pause()
+        title = str(app.screen.query_one("#ab-title", Static).render())
+        assert "previous k=4" in title and "current k=3" in title
+        table = app.screen.query_one(ABTable)
+        prev = app.state.previous["k4"].own
+        cur = app.state.windows["k4"].own
+        assert table.cell_text("requests", "prev") == str(prev.requests)
+        assert table.cell_text("requests", "cur") == str(cur.requests)
+        assert table.cell_text("rej", "cur") == f"{cur.rejection_rate * 100:.1f}%"
+        assert table.cell_text("rej", "cur_base") == "—"
+
+
+async def test_help_lists_bindings_and_closes() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        keys = {row[0]: row[1] for row in app.screen.rows}
+        assert keys["q"] == "Quit" and keys["space"] == "Pause" and keys["e"] == "Relaunch"
+        assert "[" not in keys, "replay keys are hidden without a replay"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, LabScreen)
+
+
+async def test_quit_stops_the_source_and_returns_zero() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert source.names() == ["stop"]
+    assert source.stopped.is_set()
+
+
+async def test_without_controls_the_traffic_keys_are_disabled_and_say_why() -> None:
+    source = FakeSource(replay=True)
+    app = create_app(source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        screen = lab(app)
+        for action in ("toggle_pause", "set_rate", "set_concurrency", "relaunch"):
+            assert screen.check_action(action, ()) is None
+        await pilot.press("space", "r", "n", "e")
+        await pilot.pause()
+        assert isinstance(app.screen, LabScreen)
+        assert source.calls == []
+        assert f"controls off: {NO_CONTROLS}" in render_status(screen.status).plain
+        why = {row[0]: row[2] for row in screen.help_rows()}
+        assert why["r"] == NO_CONTROLS and why["c"] == ""
+        await pilot.press("c")
+        assert not screen.view.corrected, "view keys still work in a replay"
+
+
+class FakeReplay:
+    def __init__(self) -> None:
+        self.playing = True
+        self.speed = 1.0
+        self.position = 30.0
+        self.duration = 60.0
+        self.calls: list[tuple[str, float]] = []
+
+    async def play(self) -> None:
+        self.playing = True
+        self.calls.append(("play", 0.0))
+
+    async def pause(self) -> None:
+        self.playing = False
+        self.calls.append(("pause", 0.0))
+
+    async def set_speed(self, speed: float) -> None:
+        self.speed = speed
+        self.calls.append(("speed", speed))
+
+    async def seek(self, t: float) -> None:
+        self.position = t
+        self.calls.append(("seek", t))
+
+
+async def test_replay_hook_gets_play_pause_speed_and_seek() -> None:
+    source = FakeSource(replay=True)
+    replay = FakeReplay()
+    app = create_app(source, replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        assert app.screen.query_one("#replay-bar")
+        await pilot.press("space", "right_square_bracket", "full_stop", "comma", "comma")
+        await pilot.pause()
+    assert replay.calls == [("pause", 0.0), ("speed", 2.0), ("seek", 40.0), ("seek", 30.0), ("seek", 20.0)]
+    assert source.calls == []
+
+
+class FailingSource(FakeSource):
+    async def snapshots(self) -> AsyncIterator[Snapshot]:
+        yield self.frozen[0]
+        raise InputError("recordings/x/requests.jsonl:3: expected a JSON object")
+
+
+async def test_a_source_error_is_one_line_in_the_status_not_a_crash() -> None:
+    source = FailingSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            if lab(app).status.error:
+                break
+            await pilot.pause(0.01)
+        status = render_status(lab(app).status).plain
+        assert "requests.jsonl:3: expected a JSON object" in status
+        assert "finished" in status
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_command_palette_offers_the_controls() -> None:
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Change arrival rate" in titles and "Relaunch variant" in titles
+        replay_app = create_app(FakeSource(replay=True))
+        assert "Change arrival rate" not in [c.title for c in replay_app.get_system_commands(app.screen)]

@@ -1,0 +1,58 @@
+"""Snapshot tests of the main screens with frozen data (pytest-textual-snapshot).
+
+Regenerate after an intended visual change with
+``.venv/bin/python -m pytest tests/ui/test_ui_snapshots.py --snapshot-update`` and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+
+from speclab.ui import create_app
+from tests.ui.fakes import FakeSource
+
+
+def frozen_app() -> tuple[Any, FakeSource]:
+    source = FakeSource()
+    return create_app(source, source), source
+
+
+def all_snapshots_in(source: FakeSource, *keys: str):  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app: Any = pilot.app
+        for _ in range(300):
+            if app.state.snapshots_seen == len(source.frozen):
+                break
+            await pilot.pause(0.01)
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_latency_view_120x40(snap_compare: Any) -> None:
+    app, source = frozen_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source))
+
+
+def test_acceptance_view_120x40(snap_compare: Any) -> None:
+    app, source = frozen_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source, "v", "p", "p", "2"))
+
+
+def test_time_series_view_120x40(snap_compare: Any) -> None:
+    app, source = frozen_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source, "3"))
+
+
+def test_ab_view_after_relaunch_120x40(snap_compare: Any) -> None:
+    app, source = frozen_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source, "v", "5"))
+
+
+def test_latency_view_side_by_side_80x24(snap_compare: Any) -> None:
+    app, source = frozen_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=all_snapshots_in(source, "o"))
