@@ -24,6 +24,7 @@ from speclab import __version__
 from speclab.gates.golden import load_golden
 from speclab.gates.junit import write_junit
 from speclab.gates.result import (
+    CANARY,
     EQUIVALENCE,
     GOLDEN,
     LATENCY_CURVE,
@@ -99,6 +100,7 @@ class _Run:
             lab=self.lab, profile=self.profile, engine=self.engine,
             seed=options.seed if options.seed is not None else canary.seed, force=options.force,
             golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
+            record_path=options.record_path, pair=self.pair,
         )
         self.results: dict[str, StageResult] = {}
         self.snapshot: Snapshot | None = None
@@ -264,6 +266,8 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
         await run.stop()
     for path in run.write(code, reason, skipped_reason):
         say(f"report: {path}")
+    if options.record_path is not None and CANARY in run.results:
+        say(f"recording (canary run): {options.record_path}")
     say(f"exit {int(code)} ({code.name.lower()}): {reason}")
     return code
 

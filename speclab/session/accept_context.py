@@ -83,6 +83,8 @@ class AcceptContext:
     misaligned: bool = False  # tokenizer alignment failed and was not forced
     golden_responses: dict[str, dict[str, RequestRecord]] | None = None
     log_dir: Path | None = None
+    record_path: str | Path | None = None
+    pair: dict[str, Any] = field(default_factory=dict)
     _http: aiohttp.ClientSession | None = None
 
     @property

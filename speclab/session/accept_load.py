@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from speclab.gates.canary import evaluate_canary
@@ -25,6 +26,7 @@ from speclab.metrics.aggregator import Aggregator
 from speclab.model.names import INTERVAL_S, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import Snapshot
+from speclab.recording.writer import RecordingWriter
 from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import Plan, build_plan
 
@@ -33,7 +35,9 @@ from .accept_context import AcceptContext
 DRAIN_ON_CANCEL_S = 1.0
 
 
-async def measure(ctx: AcceptContext, plan: Plan, label: str) -> tuple[Snapshot, list[RequestRecord]]:
+async def measure(
+    ctx: AcceptContext, plan: Plan, label: str, recorder: RecordingWriter | None = None
+) -> tuple[Snapshot, list[RequestRecord]]:
     """Fire ``plan`` at every variant and return the final snapshot and the records of this run."""
     classes = [c.name for c in plan.classes]
     aggregator = Aggregator(ctx.variants, classes, interval_s=INTERVAL_S, simulated=ctx.engine.simulated, warmup_s=0.0)
@@ -42,6 +46,8 @@ async def measure(ctx: AcceptContext, plan: Plan, label: str) -> tuple[Snapshot,
     def on_records(records: list[RequestRecord]) -> None:
         mine.extend(records)
         aggregator.add_records(records)
+        if recorder is not None:
+            recorder.write_records(records)
 
     run_start = time.monotonic()
     runner = TrafficRunner(plan, ctx.targets, workers=1, run_start=run_start, on_records=on_records)
@@ -51,10 +57,15 @@ async def measure(ctx: AcceptContext, plan: Plan, label: str) -> tuple[Snapshot,
     except asyncio.CancelledError:
         await runner.stop(DRAIN_ON_CANCEL_S)
         ctx.add_records(mine)
+        if recorder is not None:
+            recorder.close({"status": "interrupted"}, end_s=time.monotonic() - run_start)
         raise
     ctx.add_records(mine)
     now = time.monotonic() - run_start
     snap = aggregator.snapshot(now, finished=True)
+    if recorder is not None:
+        recorder.write_closed_intervals(aggregator)
+        recorder.close({"status": "complete"}, end_s=now)
     for error in summary.errors:
         ctx.say(f"  {label}: traffic: {error}")
     return snap, mine
@@ -131,9 +142,25 @@ async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     return result, snap
 
 
+def _recorder(ctx: AcceptContext, plan: Plan) -> RecordingWriter | None:
+    """``--record PATH`` records the canary run: the accept run's one slice of live mixed traffic."""
+    if ctx.record_path is None:
+        return None
+    manifest = {
+        "lab": ctx.lab.name, "scenario": plan.name, "command": "accept (canary)", "pair": ctx.pair,
+        "variants": list(ctx.variants), "classes": [c.name for c in plan.classes], "simulated": ctx.engine.simulated,
+        "engine": str(ctx.engine), "interval_s": INTERVAL_S, "warmup_s": 0.0,
+        "arrival": {"mode": plan.mode, "process": plan.process, **plan.overrides},
+        "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(), "engine": s.engine,
+                        "baseline": s.baseline} for n, s in ctx.servers.items()},
+    }
+    return RecordingWriter(Path(ctx.record_path), manifest, force=ctx.force)
+
+
 async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     settings = ctx.profile.canary
-    snap, records = await measure(ctx, _plan(ctx, requests=settings.requests, rate=settings.rate), "canary")
+    plan = _plan(ctx, requests=settings.requests, rate=settings.rate)
+    snap, records = await measure(ctx, plan, "canary", _recorder(ctx, plan))
     result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, records, INTERVAL_S)
     result.metrics["requests_per_variant"] = settings.requests
     return result, snap

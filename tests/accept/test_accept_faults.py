@@ -1,0 +1,73 @@
+"""Each simulator fault is caught by the gate meant for it, with that gate's exit code."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from speclab.model.exit_codes import ExitCode
+from speclab.model.paths import resolve
+from speclab.session.accept import AcceptOptions, run_accept_stages
+
+
+async def _accept(tmp_path: Path, lab: str | Path, **kw: Any) -> tuple[ExitCode, dict[str, Any], str]:
+    out = io.StringIO()
+    code = await run_accept_stages(AcceptOptions(lab=str(lab), engine="sim", report_dir=tmp_path, **kw), out=out)
+    return code, json.loads((tmp_path / "report.json").read_text()), out.getvalue()
+
+
+def _gate(report: dict[str, Any], stage: str) -> dict[str, Any]:
+    return next(g for g in report["gates"] if g["stage"] == stage)
+
+
+async def test_misaligned_tokenizer_fails_alignment_before_any_server(tmp_path: Path) -> None:
+    code, report, text = await _accept(tmp_path, "labs/faults/misaligned_tokenizer.toml")
+    assert code == ExitCode.TOKENIZER_ALIGNMENT, text
+    gate = _gate(report, "tokenizer_alignment")
+    assert gate["status"] == "failed" and any("vocabulary size differs" in d for d in gate["details"])
+    assert [g["status"] for g in report["gates"][1:]] == ["skipped"] * 6
+    assert "servers ready" not in text
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1" and suite.get("skipped") == "6"
+
+
+async def test_misaligned_pair_measures_no_speed_up_even_when_going_on(tmp_path: Path) -> None:
+    code, report, _ = await _accept(tmp_path, "labs/faults/misaligned_tokenizer.toml", keep_going=True,
+                                    stages=("tokenizer_alignment", "latency_curve", "stress"))
+    assert code == ExitCode.TOKENIZER_ALIGNMENT
+    assert all("misaligned" in _gate(report, s)["summary"] for s in ("latency_curve", "stress"))
+
+
+async def test_lossy_verifier_breaks_greedy_equivalence(tmp_path: Path) -> None:
+    code, report, text = await _accept(tmp_path, "labs/faults/lossy_verifier.toml", stages=("equivalence",),
+                                       overrides={"equivalence": {"mode": "greedy"}})
+    assert code == ExitCode.EQUIVALENCE, text
+    gate = _gate(report, "equivalence")
+    assert any(d.startswith("FAIL greedy k4") and "first difference at token" in d for d in gate["details"])
+
+
+async def test_sampling_drift_fails_the_distribution_test(tmp_path: Path) -> None:
+    # The bundled lab drifts by x0.1, below what 400 samples of the first tokens can see on the
+    # simulator's peaked models (measured: p > 0.1 even at 5000 samples); x0.6 is decisive.
+    lab = tmp_path / "sampling_drift.toml"
+    source = resolve("labs/faults/sampling_drift.toml", "labs").read_text()
+    lab.write_text(source.replace("sampling_drift=0.1", "sampling_drift=0.6"))
+    code, report, text = await _accept(tmp_path / "report", lab, stages=("equivalence",),
+                                       overrides={"equivalence": {"mode": "distribution"}})
+    assert code == ExitCode.EQUIVALENCE, text
+    gate = _gate(report, "equivalence")
+    assert any("output distributions differ" in d for d in gate["details"]), gate["details"]
+    assert gate["metrics"]["p_values"]["k4"]
+
+
+async def test_json_corruption_fails_structured_output_and_falls_back(tmp_path: Path) -> None:
+    code, report, text = await _accept(tmp_path, "labs/faults/json_corruption.toml", stages=("structured",))
+    assert code == ExitCode.STRUCTURED_OUTPUT, text
+    gate = _gate(report, "structured")
+    rates = gate["metrics"]["failure_rate_pct"]
+    assert rates["baseline"]["tool_call"] == 0.0 and rates["k4"]["tool_call"] > 1.0
+    fallbacks = gate["metrics"]["fallbacks"]["k4"]
+    assert fallbacks["fell_back"] > 0 and fallbacks["fallback_ok"] == fallbacks["fell_back"]
