@@ -71,26 +71,27 @@ class ViewOptions:
 
 class LabScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "app.quit", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "app.quit", "Quit", tooltip="Stop traffic and servers, then exit"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="This list of keys"),
         Binding("space", "toggle_pause", "Pause", tooltip="Pause or resume traffic (replay: playback)"),
-        Binding("r", "set_rate", "Rate"),
-        Binding("n", "set_concurrency", "Concurrency"),
-        Binding("e", "relaunch", "Relaunch"),
-        Binding("c", "toggle_corrected", "Corrected"),
-        Binding("v", "next_variant", "Variant"),
-        Binding("p", "next_class", "Class"),
-        Binding("o", "cycle_layout", "Layout"),
-        Binding("m", "toggle_stat", "p50/mean", show=False),
-        Binding("1", "show_tab('latency')", "Latency", show=False),
-        Binding("2", "show_tab('acceptance')", "Acceptance", show=False),
-        Binding("3", "show_tab('series')", "Time series", show=False),
-        Binding("4", "show_tab('servers')", "Servers", show=False),
-        Binding("5", "show_tab('ab')", "A/B", show=False),
-        Binding("left_square_bracket", "replay_speed(0.5)", "Slower", key_display="["),
-        Binding("right_square_bracket", "replay_speed(2.0)", "Faster", key_display="]"),
-        Binding("comma", "replay_seek(-10)", "-10 s", key_display=","),
-        Binding("full_stop", "replay_seek(10)", "+10 s", key_display="."),
+        Binding("r", "set_rate", "Rate", tooltip="Change the arrival rate (requests/s), live"),
+        Binding("n", "set_concurrency", "Concurrency", tooltip="Change the requests in flight, live"),
+        Binding("e", "relaunch", "Relaunch",
+                tooltip="Change k, max_num_seqs, batched tokens or chunked prefill; relaunch after confirming"),
+        Binding("c", "toggle_corrected", "Corrected", tooltip="Corrected (from intended send) or uncorrected latency"),
+        Binding("v", "next_variant", "Variant", tooltip="Select the next variant"),
+        Binding("p", "next_class", "Class", tooltip="Select the next prompt class (or all)"),
+        Binding("o", "cycle_layout", "Layout", tooltip="Spectra: variants overlaid, side by side, or selected only"),
+        Binding("m", "toggle_stat", "p50/mean", show=False, tooltip="Time breakdown by p50 or mean"),
+        Binding("1", "show_tab('latency')", "Latency", show=False, tooltip="Latency spectra and time breakdown"),
+        Binding("2", "show_tab('acceptance')", "Acceptance", show=False, tooltip="Acceptance per class and variant"),
+        Binding("3", "show_tab('series')", "Time series", show=False, tooltip="Throughput, rejection, p99 over time"),
+        Binding("4", "show_tab('servers')", "Servers", show=False, tooltip="Status, command, logs, memory"),
+        Binding("5", "show_tab('ab')", "A/B", show=False, tooltip="Current config vs previous and baseline"),
+        Binding("left_square_bracket", "replay_speed(0.5)", "Slower", key_display="[", tooltip="Half the replay speed"),
+        Binding("right_square_bracket", "replay_speed(2.0)", "Faster", key_display="]", tooltip="Double the replay speed"),
+        Binding("comma", "replay_seek(-10)", "-10 s", key_display=",", tooltip="Replay: back 10 s"),
+        Binding("full_stop", "replay_seek(10)", "+10 s", key_display=".", tooltip="Replay: forward 10 s"),
     ]
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 (Textual declares it unannotated)
 
@@ -297,7 +298,7 @@ class LabScreen(Screen[None]):
             if allowed is False:
                 continue
             why = "" if allowed else NO_CONTROLS
-            rows.append((binding.key_display or binding.key, binding.description, why))
+            rows.append((binding.key_display or binding.key, binding.tooltip or binding.description, why))
         rows.append(("ctrl+p", "Command palette", ""))
         return rows
 

@@ -79,6 +79,7 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
                         type="integer",
                         id=key,
                         disabled=disabled,
+                        compact=True,
                     )
             with Horizontal(classes="field"):
                 yield Label("chunked prefill", classes="field-label")
@@ -86,8 +87,8 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
             note = "" if self.speculative else "baseline: no draft, so k cannot be set"
             yield Static(note, id="error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Review…", variant="primary", id="review")
-                yield Button("Cancel", id="cancel")
+                yield Button("Review…", variant="primary", id="review", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         first = K_KEY if self.speculative else SEQS_KEY
