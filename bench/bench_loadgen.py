@@ -130,8 +130,8 @@ def plain_client(url: str, rate: float, duration: float, prefix: str, conn: Conn
                             continue
                         payload = line[6:].strip()
                         if payload == b"[DONE]":
-                            done = True
-                            break
+                            done = True  # read on to the end so the connection is reused
+                            continue
                         obj = json.loads(payload)
                         if first is None and obj["choices"] and obj["choices"][0].get("token_ids"):
                             first = time.monotonic()

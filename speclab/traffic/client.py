@@ -9,6 +9,7 @@ Headers (which may carry an API key) go to the server only; they are never store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -207,6 +208,9 @@ class _Stream:
                 if payload == DONE:
                     self.done_seen = True
                     rec.done = now
+                    # Read to the end of the body so the connection goes back to the pool.
+                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                        await resp.content.read()
                     return
                 self._event(payload, now)
         if parser.pending:
