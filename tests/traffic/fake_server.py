@@ -33,6 +33,7 @@ class FakeServer:
     seen: list[Seen] = field(default_factory=list)
     in_flight: int = 0
     peak_in_flight: int = 0
+    peers: set[tuple[str, int]] = field(default_factory=set)  # client sockets seen (connection reuse)
     _runner: web.AppRunner | None = None
 
     @property
@@ -61,6 +62,8 @@ class FakeServer:
         mode, opts = _parse_model(body.get("model", "ok"))
         seen = Seen(request.headers.get("X-Request-Id", ""), body, dict(request.headers), time.monotonic())
         self.seen.append(seen)
+        if request.transport is not None:
+            self.peers.add(request.transport.get_extra_info("peername"))
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:

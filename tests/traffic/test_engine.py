@@ -79,6 +79,7 @@ async def test_closed_loop_keeps_n_in_flight(fake_server: FakeServer) -> None:
     _, records, _ = await _run(plan, [_target(fake_server, "v", "ok:n=4:itl=0.02")])
     assert len(records) == 12 and all(r.ok for r in records)
     assert fake_server.peak_in_flight == 3
+    assert len(fake_server.peers) == 3  # keep-alive: each slot's connection is reused
     # a request's intended time is the moment its slot freed: never before the slot's previous request ended
     ends = sorted(r.done for r in records if r.done is not None)
     later = sorted(r.intended for r in records)[3:]
