@@ -8,7 +8,7 @@ with their times, so a spike can be tied to its cause.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Reversible, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -72,7 +72,7 @@ def render_timeseries(
     for interval, event in state.events:
         if interval not in marks or event_mark(event)[0] == "R":
             marks[interval] = event_mark(event)
-    by_interval = {v: {p.interval: p for p in state.history.get(v, ())} for v in variants}
+    by_interval = {v: _recent(state.history.get(v, ()), first) for v in variants}
     for n, series in enumerate(series_for(corrected)):
         if n:
             out.append("\n")
@@ -104,6 +104,16 @@ def render_timeseries(
         out.append(f"t={event.t:.1f}s  interval {interval}  [{event.kind}] {event.message}")
         if k < len(recent) - 1:
             out.append("\n")
+    return out
+
+
+def _recent(points: Reversible[IntervalPoint], first: int) -> dict[int, IntervalPoint]:
+    """Only the points on screen: a day of history must not make every repaint slower."""
+    out: dict[int, IntervalPoint] = {}
+    for point in reversed(points):
+        if point.interval < first:
+            break
+        out[point.interval] = point
     return out
 
 
