@@ -118,3 +118,21 @@ def test_snapshot_messages_coalesce_but_end_messages_do_not() -> None:
     snap = build_snapshots(1)[0]
     assert SnapshotArrived(snap).can_replace(SnapshotArrived(snap))
     assert not SnapshotArrived(snap).can_replace(SourceEnded())
+
+
+def test_time_series_shows_the_latest_intervals_of_a_long_history() -> None:
+    from dataclasses import replace
+
+    from speclab.ui.widgets.timeseries import NAME_W, VALUE_W, render_timeseries
+
+    base = build_snapshots(1)[0]
+    source = FakeSource()
+    state = LabState(source.info, history_limit=100)
+    for i in range(300):
+        state.ingest(replace(base, interval=i, t=float(i + 1), events=()))
+    assert len(state.history["k2"]) == 100
+    assert state.history["k2"][0].interval == 200
+    width = 80
+    lines = render_timeseries(state, VARIANTS, {}, True, width).plain.split("\n")
+    k2 = next(line for line in lines if line.startswith("k2"))
+    assert len(k2[NAME_W : width - VALUE_W].strip()) == width - NAME_W - VALUE_W
