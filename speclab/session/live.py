@@ -104,6 +104,7 @@ class LiveSession:
         self.final: Snapshot | None = None
         self.records: list[RequestRecord] = []  # kept for cross-checks, gates and the report
         self.samples: list[ServerSample] = []
+        self.events: list[Event] = []
         self._log_dir = Path(tempfile.mkdtemp(prefix="speclab-logs-"))
         self._subscribers: list[asyncio.Queue[Snapshot]] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -217,6 +218,7 @@ class LiveSession:
             self.recorder.mark_saturated(health.interval, health.t, saturated[0].reason)
 
     def add_event(self, event: Event) -> None:
+        self.events.append(event)
         self.aggregator.add_event(event)
         if self.recorder is not None:
             self.recorder.write_events([event])

@@ -1,0 +1,68 @@
+"""The lab app over a real live session: simulator processes, traffic workers, real controls."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.widgets import Input
+
+from speclab.cli.commands import run_options
+from speclab.session.live import LiveSession
+from speclab.ui.app import create_app
+from speclab.ui.screens.relaunch import RelaunchDialog
+
+SCENARIO = """
+name = "steady"
+seed = 5
+duration_s = 120
+endpoint = "chat"
+[arrival]
+process = "constant"
+rate = 3
+[classes.factual_qa]
+temperature = 0
+max_tokens = 16
+prompts = ["What is the capital of France?", "Which planet is closest to the sun?"]
+"""
+
+
+async def _until(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.1)
+
+
+async def test_pause_relaunch_and_quit_drive_the_real_session(tmp_path: Path) -> None:
+    scenario = tmp_path / "steady.toml"
+    scenario.write_text(SCENARIO)
+    session = LiveSession(run_options(str(scenario), {"lab_name_opt": "default", "variants": "baseline,k2"}))
+    app = create_app(session, session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(lambda: app.state.latest is not None and app.state.latest.cumulative["k2"].total.requests > 0)
+
+        await pilot.press("space")
+        await _until(lambda: session.runner is not None and session.runner.paused)
+        await pilot.press("space")
+        await _until(lambda: session.runner is not None and not session.runner.paused)
+
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, RelaunchDialog)
+        k_field = app.screen.query_one("#num_speculative_tokens", Input)
+        assert k_field.value == "2"
+        k_field.value = "3"
+        await pilot.click("#review")
+        await pilot.pause()
+        await pilot.press("y")
+        await _until(lambda: session.servers_running["k2"].settings.get("num_speculative_tokens") == 3, 60)
+        await _until(lambda: session.servers_running["k2"].status == "ready")
+        kinds = [e.kind for e in session.events]
+        assert "relaunch" in kinds and "pause" in kinds and "resume" in kinds
+
+        await pilot.press("q")
+        await _until(lambda: session.final is not None, 60)
+    assert app.return_code == 0
+    assert session.final is not None and session.final.finished
+    assert all(s.status in ("stopped", "exited") for s in session.servers_running.values())
