@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from speclab.cli.commands import run_options  # noqa: E402
-from speclab.session.live import LiveSession  # noqa: E402
+from speclab.cli.commands import run_options
+from speclab.session.live import LiveSession
 
 
 def _lags_ms(session: LiveSession) -> list[float]:
