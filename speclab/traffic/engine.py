@@ -381,6 +381,10 @@ class TrafficEngine:
             if self._ended(tau, counter) or k >= self._desired(tau):
                 self._changed()  # wake the supervisor: it may be done too
                 return
+            delay = intended - self.now()
+            if delay > 0:  # the first requests of a run (or a new step) wait for their start time
+                await asyncio.sleep(delay)
+                continue
             index = counter[0]
             counter[0] += self.workers
             await self._send(target, index, intended, tau)

@@ -46,7 +46,7 @@ async def _run(
             health.append(message[1])
 
     engine = TrafficEngine(plan, targets, run_start=time.monotonic(), emit=emit, **kwargs)
-    engine.begin(engine.now() + 0.02)
+    engine.begin(engine.now() + 0.05)
     runner = asyncio.ensure_future(engine.run())
     if control is not None:
         await control(engine)
@@ -78,6 +78,8 @@ async def test_closed_loop_keeps_n_in_flight(fake_server: FakeServer) -> None:
     plan = _plan({"process": "concurrency", "concurrency": 3}, requests=12)
     _, records, _ = await _run(plan, [_target(fake_server, "v", "ok:n=4:itl=0.02")])
     assert len(records) == 12 and all(r.ok for r in records)
+    # no slot sends before its intended time, not even the first ones at the run's start
+    assert all(r.sent is not None and r.sent >= r.intended for r in records)
     assert fake_server.peak_in_flight == 3
     assert len(fake_server.peers) == 3  # keep-alive: each slot's connection is reused
     # a request's intended time is the moment its slot freed: never before the slot's previous request ended
