@@ -77,10 +77,9 @@ def _plan(ctx: AcceptContext, *, requests: int, concurrency: int | None = None, 
 
 
 def _e2e(snap: Snapshot, variant: str) -> LatencyPoint | None:
-    """Closed-loop e2e (done - sent). A closed loop sends the moment a slot frees, so this equals the
-    corrected view, except that the traffic engine opens its first slots before the intended start."""
+    """Closed-loop e2e from the intended send time (the moment the slot freed): the corrected view."""
     stats = snap.cumulative.get(variant)
-    pct = stats.total.latency.get(Metric.E2E.value) if stats is not None else None
+    pct = stats.total.latency.get(Metric.E2E_CORRECTED.value) if stats is not None else None
     return as_point(pct) if pct is not None else None
 
 
