@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=_positive_int, default=None)
     p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
     p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    # vLLM 0.33's visible negative form; --no-enable-chunked-prefill is its hidden alias.
+    p.add_argument("--disable-chunked-prefill", dest="enable_chunked_prefill", action="store_false")
     p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.92)

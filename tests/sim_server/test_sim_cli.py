@@ -20,6 +20,8 @@ def test_vllm_defaults() -> None:
     assert not b.engine.enable_chunked_prefill and b.engine.max_model_len == 2000
     assert b.engine.async_scheduling is False and b.engine.scheduling_policy == "priority"
     assert b.api_keys == ["k1", "k2"] and b.engine.gpu == "H200"
+    c = parse_args(["sim-8b", "--disable-chunked-prefill"])  # vLLM 0.33's visible negative form
+    assert not c.engine.enable_chunked_prefill and c.not_modelled == []
 
 
 def test_unknown_flag_is_argparse_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
