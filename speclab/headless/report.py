@@ -234,16 +234,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {vname} | {c['throughput']['requests_per_s']:.2f} | {c['throughput']['output_tokens_per_s']:.1f} | {errs} |"
         )
-    memory = report.get("memory")
-    if memory:
-        lines.append("")
-        lines.append("## Memory and KV cache")
-        lines.append("")
-        keys = list(memory[0].keys())
-        lines.append("| " + " | ".join(keys) + " |")
-        lines.append("|" + "---|" * len(keys))
-        for row in memory:
-            lines.append("| " + " | ".join(_cell(row.get(k)) for k in keys) + " |")
+    for key, title in (("memory", "Memory and KV cache (per server, against the baseline)"),
+                       ("gpu_memory", "GPU memory (NVML, peak during the run)")):
+        rows = report.get(key)
+        if rows:
+            lines += ["", f"## {title}", ""]
+            lines += _table(rows)
     for section in ("crosscheck", "gates"):
         items = report.get(section)
         if items:
@@ -260,6 +256,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         for e in events:
             lines.append(f"- t={e['t']:.1f}s {e['kind']}{' [' + e['variant'] + ']' if e.get('variant') else ''}: {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    keys = list(rows[0].keys())
+    out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    out += ["| " + " | ".join(_cell(row.get(k)) for k in keys) + " |" for row in rows]
+    return out
 
 
 def write_report(report: dict[str, Any], directory: Path) -> list[Path]:

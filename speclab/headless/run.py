@@ -50,6 +50,8 @@ def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str,
     return {
         "engine": session.engine_label,
         "memory": memory_table(session.servers_running, kv),
+        "gpu_memory": [{"gpu": g.index, "name": g.name, "peak_used_gib": round(g.used_gib, 2),
+                        "total_gib": round(g.total_gib, 2)} for g in session.gpu_peak.values()],
         "crosscheck": [{"summary": c.message, "ok": c.ok, "variant": c.variant, "quantity": c.quantity,
                         "client": c.client, "server": c.server} for c in checks],
         "crosscheck_ok": not mismatches(checks),

@@ -31,6 +31,7 @@ from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.recording.writer import RecordingWriter
 from speclab.servers.engine import EngineChoice, select_engine
 from speclab.servers.manager import RunningServer, ServerManager, attach, parse_attach, probe_attached
+from speclab.servers.memory import GpuMemory, gpu_memory
 from speclab.servers.pairing import pair_info, require_pairing
 from speclab.traffic.client import Target
 from speclab.traffic.health import WorkerHealth
@@ -105,6 +106,7 @@ class LiveSession:
         self.records: list[RequestRecord] = []  # kept for cross-checks, gates and the report
         self.samples: list[ServerSample] = []
         self.events: list[Event] = []
+        self.gpu_peak: dict[int, GpuMemory] = {}
         self._log_dir = Path(tempfile.mkdtemp(prefix="speclab-logs-"))
         self._subscribers: list[asyncio.Queue[Snapshot]] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -231,6 +233,15 @@ class LiveSession:
             for failure in (s for s in samples if isinstance(s, BaseException)):
                 self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
             self._take_samples([s for s in samples if isinstance(s, ServerSample)])
+            if self.engine is not None and self.engine.engine == "vllm":
+                self._sample_gpu_memory()
+
+    def _sample_gpu_memory(self) -> None:
+        """Peak GPU memory per device from NVML (only where a GPU and nvidia-ml-py exist)."""
+        for gpu in gpu_memory() or []:
+            peak = self.gpu_peak.get(gpu.index)
+            if peak is None or gpu.used_gib > peak.used_gib:
+                self.gpu_peak[gpu.index] = gpu
 
     def _take_samples(self, samples: list[ServerSample]) -> None:
         for sample in samples:
