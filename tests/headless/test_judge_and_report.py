@@ -1,0 +1,76 @@
+"""Exit-code judgement, progress lines and report rendering from synthetic snapshots."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from speclab.headless.progress import progress_line
+from speclab.headless.report import build_report, render_markdown
+from speclab.headless.run import judge
+from speclab.metrics.aggregator import Aggregator
+from speclab.model.exit_codes import ExitCode
+from speclab.model.records import RequestRecord, SpecCounts
+from speclab.model.snapshot import ClientHealth, Snapshot
+from speclab.session.api import ServerView, SessionInfo
+
+
+def _record(i: int, *, variant: str = "k2", error: str | None = None, t: float = 0.5) -> RequestRecord:
+    rec = RequestRecord(request_id=f"r{i}", variant=variant, prompt_class="qa", intended=t, sent=t + 0.001)
+    if error is None:
+        rec.first_token, rec.last_token, rec.done = t + 0.02, t + 0.1, t + 0.1
+        rec.output_tokens = 10
+        rec.spec = SpecCounts(steps=4, drafted=8, accepted=6, histogram=[0, 2, 2], num_spec_tokens=2, source="exact")
+    else:
+        rec.error_kind, rec.error_message, rec.done = error, "HTTP 500: boom", t + 0.01
+    return rec
+
+
+def _final(records: list[RequestRecord], end: float, saturated: tuple[int, ...] = ()) -> Snapshot:
+    agg = Aggregator(["k2"], ["qa"])
+    agg.add_records(records)
+    for i in saturated:
+        agg.mark_saturated(i)
+    return agg.snapshot(end, finished=True)
+
+
+def _session(records: list[RequestRecord]) -> Any:
+    return SimpleNamespace(records=records)
+
+
+def test_all_failed_is_exit_4_with_the_first_message() -> None:
+    records = [_record(i, error="http_5xx", t=0.1 * i) for i in range(5)]
+    code, reason = judge(_session(records), _final(records, 1.0), interrupted=False)
+    assert code == ExitCode.ALL_REQUESTS_FAILED and "http_5xx" in reason and "HTTP 500: boom" in reason
+
+
+def test_a_saturated_client_for_most_of_a_long_run_is_exit_5_but_a_short_run_only_flags() -> None:
+    records = [_record(i, t=float(i)) for i in range(10)]
+    code, _ = judge(_session(records), _final(records, 10.0, saturated=tuple(range(8))), interrupted=False)
+    assert code == ExitCode.MEASUREMENT_INVALID
+    short = records[:3]
+    code, _ = judge(_session(short), _final(short, 3.0, saturated=(0, 1, 2)), interrupted=False)
+    assert code == ExitCode.OK
+
+
+def test_interrupted_wins_and_ok_otherwise() -> None:
+    records = [_record(i, t=float(i)) for i in range(3)]
+    assert judge(_session(records), _final(records, 3.0), interrupted=True)[0] == ExitCode.INTERRUPTED
+    assert judge(_session(records), _final(records, 3.0), interrupted=False)[0] == ExitCode.OK
+
+
+def test_progress_line_and_markdown_carry_the_headline_metrics() -> None:
+    records = [_record(i, t=0.1 * i) for i in range(8)]
+    final = _final(records, 2.0)
+    line = progress_line(final)
+    assert line.startswith("t=") and "k2" in line and "AL 2.50" in line and "rej 25%" in line
+    saturated = Snapshot(t=1.0, interval=0, health=ClientHealth(saturated=True, reason="schedule lag p99 9 ms"))
+    assert "CLIENT SATURATED (schedule lag p99 9 ms)" in progress_line(saturated)
+    info = SessionInfo(lab="lab", scenario="sc", variants=("k2",), classes=("qa",), simulated=True)
+    view = ServerView(variant="k2", status="ready", command="vllm serve x", base_url="http://h", engine="sim")
+    report = build_report(info, final, servers={"k2": view})
+    qa = report["variants"]["k2"]["classes"]["qa"]
+    assert qa["requests"] == 8 and qa["acceptance"]["acceptance_length_mean"] == 2.5
+    assert qa["acceptance"]["rejection_rate"] == 0.25 and qa["acceptance"]["acceptance_length_distribution"] == [0, 16, 16]
+    md = render_markdown(report)
+    assert "SIMULATED" in md and "| k2 | qa | 8 | 0 | 2.50 | 25.0% | 4.0 |" in md
