@@ -3,7 +3,9 @@
 Verification follows Leviathan et al. / Chen et al.: a draft token x drawn from q is accepted
 with probability min(1, p(x)/q(x)); on rejection the replacement is drawn from
 norm(max(0, p − q)); if all drafts pass, a bonus token is drawn from p. The output is then
-distributed exactly as p. For deterministic proposers (n-gram lookup, greedy drafts) q is one-hot.
+distributed exactly as p, provided p and q are the *adjusted* distributions (temperature, top-k,
+top-p applied to each) and q is the one the draft really sampled from. For deterministic proposers
+(n-gram lookup, greedy or re-tokenized drafts) q is one-hot.
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ import numpy as np
 from .api import SamplingParams
 from .ngram import FloatArray
 
+_BLOCK = 64  # sample() finds the block of the inverse CDF first, then the token inside it
+
 
 def is_greedy(params: SamplingParams) -> bool:
     return params.temperature <= 1e-5
 
 
-def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float) -> FloatArray:
-    """Apply temperature, top-k and top-p to a distribution; returns a fresh normalised array."""
-    q = p.copy() if temperature == 1.0 else np.exp(np.log(np.maximum(p, 1e-300)) / temperature)
+def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float, *, inplace: bool = False) -> FloatArray:
+    """Apply temperature, top-k and top-p to a distribution (or unnormalised scores); returns it normalised.
+
+    Temperature is p^(1/T) on p scaled to a maximum of 1, so a low temperature cannot underflow
+    every entry to zero. ``inplace`` lets a caller that owns ``p`` skip a copy.
+    """
+    q = p if inplace else p.copy()
+    if temperature != 1.0:
+        q /= q.max()
+        np.power(q, 1.0 / temperature, out=q)
     if 0 < top_k < len(q):
         threshold = np.partition(q, -top_k)[-top_k]
         q[q < threshold] = 0.0
@@ -34,17 +45,42 @@ def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float) -> Float
 
 
 def sample(p: FloatArray, rng: np.random.Generator) -> int:
-    cum = np.cumsum(p)
-    return int(min(np.searchsorted(cum, rng.random() * cum[-1], side="right"), len(p) - 1))
+    """One token from ``p`` (unnormalised is fine) by inverse CDF; never a zero-probability token.
+
+    Summing blocks first and the chosen block second costs a fraction of a full-vocabulary cumsum.
+    """
+    n = len(p)
+    whole = n - n % _BLOCK
+    sums = p[:whole].reshape(-1, _BLOCK).sum(axis=1)
+    if whole < n:
+        sums = np.append(sums, p[whole:].sum())
+    bcum = np.cumsum(sums)
+    x = rng.random() * bcum[-1]
+    b = int(np.searchsorted(bcum, x, side="right"))
+    if b >= len(bcum):  # x rounded up to the total: the last block with mass
+        b = int(np.flatnonzero(sums)[-1])
+    lo = b * _BLOCK
+    block = p[lo: lo + _BLOCK]
+    cum = np.cumsum(block)
+    i = int(np.searchsorted(cum, x - (bcum[b - 1] if b else 0.0), side="right"))
+    if i >= len(block):
+        i = int(np.flatnonzero(block)[-1])
+    return lo + i
 
 
-def accept_draft(p: FloatArray, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
-    """Rejection test for one draft token; ``q=None`` means the proposal was deterministic."""
+def acceptance_probability(p: FloatArray, q: FloatArray | None, token: int) -> float:
+    """min(1, p(x)/q(x)) for draft token x; ``q=None`` means the proposal was deterministic."""
     qx = 1.0 if q is None else float(q[token])
     px = float(p[token])
     if px >= qx:
-        return True
-    return bool(rng.random() < px / qx)
+        return 1.0
+    return px / qx
+
+
+def accept_draft(p: FloatArray, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
+    """Rejection test for one draft token (draws from ``rng`` only when acceptance is uncertain)."""
+    a = acceptance_probability(p, q, token)
+    return a >= 1.0 or bool(rng.random() < a)
 
 
 def residual(p: FloatArray, q: FloatArray | None, token: int) -> FloatArray:
