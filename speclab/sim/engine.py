@@ -206,14 +206,15 @@ class SimEngine:
         if is_greedy(params):
             token = self.target.greedy(seq.target_state)
         else:
-            p = adjust(self.target.probs(seq.target_state), params.temperature, params.top_k, params.top_p)
+            p = adjust(self.target.scores(seq.target_state), params.temperature, params.top_k, params.top_p,
+                       inplace=True)
             token = sample(p, seq.rng)
         seq.emit(token, self.tokenizer, self.max_model_len)
 
     def _target_dist(self, seq: Seq) -> np.ndarray:
         params = seq.req.sampling
         temperature = params.temperature * (1.0 + self.faults.get("sampling_drift", 0.0))
-        return adjust(self.target.probs(seq.target_state), temperature, params.top_k, params.top_p)
+        return adjust(self.target.scores(seq.target_state), temperature, params.top_k, params.top_p, inplace=True)
 
     def _decode(self, item: Scheduled, stats: StepStats) -> None:
         seq, drafts = item.seq, item.drafts

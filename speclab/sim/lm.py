@@ -137,7 +137,8 @@ class SimLM:
     def state(self, tokens: list[int]) -> ContextState:
         return ContextState(self, tokens)
 
-    def _scored(self, state: ContextState) -> FloatArray:
+    def scores(self, state: ContextState) -> FloatArray:
+        """Unnormalised next-token scores after ``state`` (a fresh array the caller may modify)."""
         scores = self.counts.dist(state.tokens) * state.weights
         ind = state.induction()
         if ind >= 0 and self.boostable[ind]:
@@ -153,12 +154,12 @@ class SimLM:
 
     def probs(self, state: ContextState) -> FloatArray:
         """The model's next-token distribution after ``state`` (a fresh array)."""
-        scores = self._scored(state)
+        scores = self.scores(state)
         scores /= scores.sum()
         return scores
 
     def greedy(self, state: ContextState) -> int:
-        return int(np.argmax(self._scored(state)))
+        return int(np.argmax(self.scores(state)))
 
 
 def _render(chat: dict[str, Any], tokenizer: SimTokenizer) -> str:

@@ -3,7 +3,9 @@
 Contexts are numbered suffix by suffix (a context of length n is its length-(n-1) suffix's id
 extended by one token to the left), so one pass of ``np.unique`` per order counts everything and
 a lookup walks from the last token leftwards, stopping where the corpus never saw the context:
-exactly the chain Witten-Bell interpolation needs. Distributions are cached per deepest context.
+exactly the chain Witten-Bell interpolation needs. Distributions are cached per context level
+(LRU), and the chain of levels per recent context tail, since sampling at T > 0 keeps visiting
+new deep contexts whose shorter suffixes were seen before.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+SHARED_LEVELS = 2  # suffixes this short get their own cache (see NgramCounts._build)
 
 
 class NgramCounts:
     """Counts of every n-gram up to ``order`` in ``stream``; ``dist(context)`` interpolates them."""
 
     def __init__(self, stream: IntArray, vocab_size: int, order: int, smoothing: float,
-                 cache_size: int = 2048) -> None:
+                 cache_size: int = 2048, chains_limit: int = 100_000) -> None:
         self.vocab_size = vocab_size
         self.order = order
         self.smoothing = smoothing
@@ -59,60 +62,101 @@ class NgramCounts:
             self.types.append(np.diff(indptr).astype(np.float64))
         self._cache: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
         self._cache_size = cache_size
+        self._shared: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
+        self._chains: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
+        self._chains_limit = chains_limit
 
     def deepest(self, context: Sequence[int]) -> tuple[int, int]:
         """(n, id) of the longest suffix of ``context`` (up to order-1 tokens) seen with a follower."""
+        chain = self.chain(context)
+        return chain[-1] if chain else (0, 0)
+
+    def chain(self, context: Sequence[int]) -> tuple[tuple[int, int], ...]:
+        """(level, id) of every suffix of ``context`` seen with a follower, shortest first (memoised)."""
+        key = tuple(context[-(self.order - 1):]) if self.order > 1 else ()
+        hit = self._chains.get(key)
+        if hit is None:
+            if len(self._chains) >= self._chains_limit:
+                self._chains.clear()
+            hit = self._chains[key] = self._walk(key)
+        return hit
+
+    def _walk(self, context: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
         if not context:
-            return 0, 0
-        cid = int(context[-1])
-        best = (1, cid) if self.types[1][cid] > 0 else (0, 0)
-        limit = min(self.order - 1, len(context))
+            return ()
+        cid = context[-1]
+        chain = [(1, cid)] if self.types[1][cid] > 0 else []
         v = self.vocab_size
-        for n in range(2, limit + 1):
+        for n in range(2, len(context) + 1):
             keys = self.keys[n]
-            key = cid * v + int(context[-n])
-            pos = int(np.searchsorted(keys, key))
+            key = cid * v + context[-n]
+            pos = int(keys.searchsorted(key))
             if pos >= len(keys) or keys[pos] != key:
                 break
             cid = pos
             if self.types[n][cid] > 0:
-                best = (n, cid)
-        return best
+                chain.append((n, cid))
+        return tuple(chain)
 
     def dist(self, context: Sequence[int]) -> FloatArray:
         """The interpolated next-token distribution (a cached array: do not modify it)."""
-        n, cid = self.deepest(context)
-        return self.dist_at(n, cid, context)
-
-    def dist_at(self, n: int, cid: int, context: Sequence[int]) -> FloatArray:
-        key = (n, cid)
-        hit = self._cache.get(key)
+        chain = self.chain(context)
+        if not chain:
+            return self.base
+        hit = self._cache.get(chain[-1])
         if hit is not None:
-            self._cache.move_to_end(key)
+            self._cache.move_to_end(chain[-1])
             return hit
-        p = self.base.copy()
-        chain = self._chain(n, context)
-        for level, lid in chain:
-            lo, hi = self.indptr[level][lid], self.indptr[level][lid + 1]
-            total, types = self.totals[level][lid], self.types[level][lid]
-            lam = total / (total + self.smoothing * types)
-            p *= 1.0 - lam
-            p[self.follow_tok[level][lo:hi]] += lam * self.follow_cnt[level][lo:hi] / total
-        p.flags.writeable = False
-        self._cache[key] = p
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        return self._build(chain)
+
+    def _build(self, chain: tuple[tuple[int, int], ...]) -> FloatArray:
+        """Interpolate the chain: p_n = (1 − λ_n)·p_(n−1) + λ_n·followers_n, from the unigram base up.
+
+        The short suffixes (up to ``SHARED_LEVELS`` tokens) are shared by many contexts and kept in
+        their own cache. The deeper levels, where every sequence sampled at T > 0 soon has a context
+        of its own, have few followers each, so they are added in one sparse pass.
+        """
+        split = 0
+        while split < len(chain) and chain[split][0] <= SHARED_LEVELS:
+            split += 1
+        p = self.base
+        if split:
+            key = chain[split - 1]
+            hit = self._shared.get(key)
+            if hit is None:
+                for level, lid in chain[:split]:
+                    lam, lo, hi, total = self._level(level, lid)
+                    p = p * (1.0 - lam)
+                    p[self.follow_tok[level][lo:hi]] += lam * self.follow_cnt[level][lo:hi] / total
+                self._remember(self._shared, key, p)
+            else:
+                self._shared.move_to_end(key)
+                p = hit
+        deep = chain[split:]
+        if deep:
+            scale = 1.0
+            coeffs: list[float] = []
+            tokens: list[IntArray] = []
+            counts: list[FloatArray] = []
+            for level, lid in reversed(deep):
+                lam, lo, hi, total = self._level(level, lid)
+                coeffs.append(scale * lam / total)
+                scale *= 1.0 - lam
+                tokens.append(self.follow_tok[level][lo:hi])
+                counts.append(self.follow_cnt[level][lo:hi])
+            weights = np.concatenate(counts) * np.repeat(coeffs, [len(t) for t in tokens])
+            p = p * scale + np.bincount(np.concatenate(tokens), weights=weights, minlength=self.vocab_size)
+        self._remember(self._cache, chain[-1], p)
         return p
 
-    def _chain(self, n: int, context: Sequence[int]) -> list[tuple[int, int]]:
-        chain: list[tuple[int, int]] = []
-        if n == 0:
-            return chain
-        cid = int(context[-1])
-        v = self.vocab_size
-        for level in range(1, n + 1):
-            if level > 1:
-                cid = int(np.searchsorted(self.keys[level], cid * v + int(context[-level])))
-            if self.types[level][cid] > 0:
-                chain.append((level, cid))
-        return chain
+    def _level(self, level: int, lid: int) -> tuple[float, int, int, float]:
+        """(λ, follower slice start, end, total count) of one context: Witten-Bell's weight."""
+        lo, hi = int(self.indptr[level][lid]), int(self.indptr[level][lid + 1])
+        total, types = float(self.totals[level][lid]), float(self.types[level][lid])
+        return total / (total + self.smoothing * types), lo, hi, total
+
+    def _remember(self, cache: OrderedDict[tuple[int, int], FloatArray], key: tuple[int, int], p: FloatArray) -> None:
+        p.flags.writeable = False
+        cache[key] = p
+        if len(cache) > self._cache_size:
+            cache.popitem(last=False)

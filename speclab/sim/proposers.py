@@ -44,7 +44,7 @@ class DraftModelProposer:
             if is_greedy(params):
                 token, q = self.lm.greedy(state), None
             else:
-                q = adjust(self.lm.probs(state), params.temperature, params.top_k, params.top_p)
+                q = adjust(self.lm.scores(state), params.temperature, params.top_k, params.top_p, inplace=True)
                 token = sample(q, seq.rng)
             drafts.append(token)
             qs.append(q)

@@ -52,19 +52,23 @@ def sample(p: FloatArray, rng: np.random.Generator) -> int:
     n = len(p)
     whole = n - n % _BLOCK
     sums = p[:whole].reshape(-1, _BLOCK).sum(axis=1)
-    if whole < n:
-        sums = np.append(sums, p[whole:].sum())
     bcum = np.cumsum(sums)
-    x = rng.random() * bcum[-1]
-    b = int(np.searchsorted(bcum, x, side="right"))
-    if b >= len(bcum):  # x rounded up to the total: the last block with mass
-        b = int(np.flatnonzero(sums)[-1])
-    lo = b * _BLOCK
+    body = float(bcum[-1]) if whole else 0.0
+    x = rng.random() * (body + float(p[whole:].sum()))
+    if x < body:
+        b = int(np.searchsorted(bcum, x, side="right"))
+        lo = b * _BLOCK
+        x -= float(bcum[b - 1]) if b else 0.0
+    else:
+        lo = whole
+        x -= body
     block = p[lo: lo + _BLOCK]
-    cum = np.cumsum(block)
-    i = int(np.searchsorted(cum, x - (bcum[b - 1] if b else 0.0), side="right"))
-    if i >= len(block):
-        i = int(np.flatnonzero(block)[-1])
+    i = int(np.searchsorted(np.cumsum(block), x, side="right"))
+    if i >= len(block):  # x rounded up to the block's total: its last token with mass
+        nonzero = np.flatnonzero(block)
+        if not len(nonzero):  # an empty tail block reached by rounding: the last token with mass
+            return int(np.flatnonzero(p)[-1])
+        i = int(nonzero[-1])
     return lo + i
 
 
