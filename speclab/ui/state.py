@@ -233,7 +233,7 @@ def config_label(config: Mapping[str, Any]) -> str:
     seen: set[str] = set()
     for key, value in config.items():
         label = short.get(key, key)
-        if label in seen:
+        if label in seen or value is None:  # None: left to the server's default
             continue
         seen.add(label)
         if isinstance(value, bool):
