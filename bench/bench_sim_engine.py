@@ -1,8 +1,9 @@
 """How fast the simulator's engine core steps on this machine, against its own modelled time.
 
-For 1, 32 and 256 sequences in flight (baseline and a 4-token sim-1b draft on sim-8b), it prints
-engine steps/s, generated tokens/s, and wall time per step beside modelled time per step: when
-wall exceeds modelled, a server on this host would fall behind its model (clock drift).
+For 1, 32 and 256 sequences in flight (baseline, a 4-token sim-1b draft and n-gram lookup on
+sim-8b; greedy, T=0.8, and T=0.8 with top-p 0.9 / top-k 50), it prints engine steps/s, generated
+tokens/s, and wall time per step beside modelled time per step: when wall exceeds modelled, a
+server on this host would fall behind its model (clock drift).
 
     .venv/bin/python bench/bench_sim_engine.py
 """
@@ -26,7 +27,8 @@ def prompts() -> list[list[dict[str, str]]]:
     return out
 
 
-def bench(config: EngineConfig, inflight: int, steps: int, temperature: float) -> dict[str, float]:
+def bench(config: EngineConfig, inflight: int, steps: int, temperature: float, top_p: float = 1.0,
+          top_k: int = -1) -> dict[str, float]:
     engine = build_engine(config)
     tok = engine.tokenizer
     encoded = [tok.encode(tok.apply_chat_template(m)) for m in prompts()]
@@ -35,7 +37,7 @@ def bench(config: EngineConfig, inflight: int, steps: int, temperature: float) -
     def top_up() -> None:
         nonlocal counter
         while len(engine._seqs) < inflight:
-            params = SamplingParams(max_tokens=128, temperature=temperature, seed=counter)
+            params = SamplingParams(max_tokens=128, temperature=temperature, top_p=top_p, top_k=top_k, seed=counter)
             engine.add_request(EngineRequest(str(counter), encoded[counter % len(encoded)], params, 0.0))
             counter += 1
 
@@ -57,12 +59,13 @@ def bench(config: EngineConfig, inflight: int, steps: int, temperature: float) -
 def main() -> None:
     variants = {"baseline": None, "draft k=4": SpecConfig("draft_model", 4, "sim-1b"),
                 "ngram k=4": SpecConfig("ngram", 4, prompt_lookup_min=2, prompt_lookup_max=4)}
-    print(f"{'variant':<11} {'T':>3} {'seqs':>5} {'steps/s':>8} {'tok/s':>8} {'wall ms':>8} {'model ms':>9}")
-    for temperature in (0.0, 0.8):
+    print(f"{'variant':<11} {'sampling':<14} {'seqs':>5} {'steps/s':>8} {'tok/s':>8} {'wall ms':>8} {'model ms':>9}")
+    for temperature, top_p, top_k in ((0.0, 1.0, -1), (0.8, 1.0, -1), (0.8, 0.9, 50)):
+        label = f"T={temperature}" + (f" p{top_p} k{top_k}" if top_p < 1.0 else "")
         for name, spec in variants.items():
             for inflight, steps in ((1, 200), (32, 60), (256, 20)):
-                r = bench(EngineConfig("sim-8b", speculative=spec), inflight, steps, temperature)
-                print(f"{name:<11} {temperature:>3} {inflight:>5} {r['steps_per_s']:>8.1f} {r['tokens_per_s']:>8.0f} "
+                r = bench(EngineConfig("sim-8b", speculative=spec), inflight, steps, temperature, top_p, top_k)
+                print(f"{name:<11} {label:<14} {inflight:>5} {r['steps_per_s']:>8.1f} {r['tokens_per_s']:>8.0f} "
                       f"{r['wall_ms_per_step']:>8.2f} {r['modelled_ms_per_step']:>9.2f}")
 
 

@@ -15,7 +15,9 @@ import numpy as np
 from .api import SamplingParams
 from .ngram import FloatArray
 
-_BLOCK = 64  # sample() finds the block of the inverse CDF first, then the token inside it
+_RESCALE_BELOW_T = 0.05  # above it max(p)^(1/T) >= (1/vocab)^20 cannot underflow for vocabularies < 10^15
+_BLOCK = 64
+_NUCLEUS_FIRST = 64  # sample() finds the block of the inverse CDF first, then the token inside it
 
 
 def is_greedy(params: SamplingParams) -> bool:
@@ -25,23 +27,46 @@ def is_greedy(params: SamplingParams) -> bool:
 def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float, *, inplace: bool = False) -> FloatArray:
     """Apply temperature, top-k and top-p to a distribution (or unnormalised scores); returns it normalised.
 
-    Temperature is p^(1/T) on p scaled to a maximum of 1, so a low temperature cannot underflow
-    every entry to zero. ``inplace`` lets a caller that owns ``p`` skip a copy.
+    Temperature is p^(1/T); below ``_RESCALE_BELOW_T`` on p scaled to a maximum of 1 first, so a
+    low temperature cannot underflow every entry to zero. ``inplace`` lets a caller that owns
+    ``p`` skip a copy.
     """
     q = p if inplace else p.copy()
     if temperature != 1.0:
-        q /= q.max()
+        if temperature < _RESCALE_BELOW_T:
+            q /= q.max()
         np.power(q, 1.0 / temperature, out=q)
     if 0 < top_k < len(q):
         threshold = np.partition(q, -top_k)[-top_k]
         q[q < threshold] = 0.0
     if top_p < 1.0:
-        order = np.argsort(-q, kind="stable")
-        cum = np.cumsum(q[order])
-        keep = int(np.searchsorted(cum, top_p * cum[-1])) + 1
-        q[order[keep:]] = 0.0
+        _nucleus(q, top_p)
     q /= q.sum()
     return q
+
+
+def _nucleus(q: FloatArray, top_p: float) -> None:
+    """Zero all but the fewest most likely tokens (ties: lower id first) holding ``top_p`` of the mass.
+
+    The nucleus is usually a handful of tokens, so the tokens at or above the 64th largest value
+    (a prefix of the full stable order, ties included) are sorted first; a full sort only when
+    they hold too little mass.
+    """
+    target = top_p * float(q.sum())
+    if len(q) > 4 * _NUCLEUS_FIRST:
+        floor = np.partition(q, -_NUCLEUS_FIRST)[-_NUCLEUS_FIRST]
+        head = np.flatnonzero(q >= floor)
+        order = head[np.argsort(-q[head], kind="stable")]
+        cum = np.cumsum(q[order])
+        if cum[-1] >= target:
+            keep = order[: int(np.searchsorted(cum, target)) + 1]
+            kept = q[keep]
+            q[:] = 0.0
+            q[keep] = kept
+            return
+    order = np.argsort(-q, kind="stable")
+    cum = np.cumsum(q[order])
+    q[order[int(np.searchsorted(cum, target)) + 1:]] = 0.0
 
 
 def sample(p: FloatArray, rng: np.random.Generator) -> int:

@@ -16,6 +16,8 @@ from speclab.sim.lm import SimLM, load_lm
 from speclab.sim.proposers import DraftModelProposer
 from speclab.sim.sampling import acceptance_probability, adjust, residual, sample
 
+from .stat_tools import chi2_critical
+
 ESSAY = [{"role": "user", "content": "Write a short essay about rivers."}]
 SETTINGS = [(2.0, -1, 1.0), (2.0, -1, 0.9), (2.0, 50, 1.0), (2.0, 20, 0.8), (1.0, -1, 0.9), (0.7, 8, 1.0)]
 
@@ -125,3 +127,46 @@ def test_engine_verifies_against_the_q_the_draft_sampled_from() -> None:
             assert q[d] > 0
             state.push(d)
         assert len(seq.draft_state or []) == len(seq.tokens)  # the proposer leaves its state as it found it
+
+
+@pytest.mark.parametrize("size", [50, 64, 100, 2256])
+def test_sample_follows_p_across_blocks_and_the_tail(size: int) -> None:
+    rng = np.random.default_rng(size)
+    p = rng.random(size) ** 3
+    p[rng.random(size) < 0.3] = 0.0
+    p[-1] = 0.5 * p.sum()  # heavy mass in the last (possibly partial) block
+    draws = np.bincount([sample(p, rng) for _ in range(20_000)], minlength=size)
+    expected = 20_000 * p / p.sum()
+    assert draws[p == 0].sum() == 0
+    big = expected >= 5
+    stat = float((((draws - expected) ** 2)[big] / expected[big]).sum())
+    rest_obs, rest_exp = draws[~big].sum(), expected[~big].sum()
+    df = int(big.sum()) - 1 + (rest_exp >= 5)
+    if rest_exp >= 5:
+        stat += float((rest_obs - rest_exp) ** 2 / rest_exp)
+    assert stat < chi2_critical(df), (stat, df)
+
+
+def reference_adjust(p: np.ndarray, temperature: float, top_k: int, top_p: float) -> np.ndarray:
+    """Textbook temperature / top-k / top-p with a full stable sort."""
+    q = np.power(p, 1.0 / temperature)
+    if 0 < top_k < len(q):
+        q[q < np.sort(q)[-top_k]] = 0.0
+    if top_p < 1.0:
+        order = np.argsort(-q, kind="stable")
+        cum = np.cumsum(q[order])
+        q[order[int(np.searchsorted(cum, top_p * q.sum())) + 1:]] = 0.0
+    return q / q.sum()
+
+
+def test_adjust_matches_a_full_sort_reference() -> None:
+    target = load_lm("sim-8b")
+    rng = np.random.default_rng(3)
+    dists = [target.probs(target.state(ctx)) for ctx in contexts(target, 6)]
+    dists += [rng.dirichlet(np.full(2256, alpha)) for alpha in (0.01, 1.0, 100.0)]
+    dists.append(np.full(500, 1.0) / 500)  # all ties
+    for p in dists:
+        for temperature, top_k, top_p in [(2.0, -1, 0.99), (2.0, 30, 0.5), (0.8, -1, 0.9), (1.0, -1, 0.999)]:
+            ours, ref = adjust(p, temperature, top_k, top_p), reference_adjust(p, temperature, top_k, top_p)
+            assert np.array_equal(ours > 0, ref > 0)
+            assert float(np.abs(ours - ref).max()) < 1e-12
