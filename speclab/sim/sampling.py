@@ -38,8 +38,13 @@ def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float, *, inpla
         np.power(q, 1.0 / temperature, out=q)
     if 0 < top_k < len(q):
         threshold = np.partition(q, -top_k)[-top_k]
-        q[q < threshold] = 0.0
-    if top_p < 1.0:
+        kept = np.flatnonzero(q >= threshold)
+        head = q[kept]
+        if top_p < 1.0:
+            _nucleus(head, top_p)  # on the top-k survivors only: a few dozen values, not the vocabulary
+        q[:] = 0.0
+        q[kept] = head
+    elif top_p < 1.0:
         _nucleus(q, top_p)
     q /= q.sum()
     return q
@@ -48,25 +53,20 @@ def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float, *, inpla
 def _nucleus(q: FloatArray, top_p: float) -> None:
     """Zero all but the fewest most likely tokens (ties: lower id first) holding ``top_p`` of the mass.
 
-    The nucleus is usually a handful of tokens, so the tokens at or above the 64th largest value
-    (a prefix of the full stable order, ties included) are sorted first; a full sort only when
-    they hold too little mass.
+    Equivalent to a stable full sort, but it sorts only values (the 64 largest first, all of them
+    if those hold too little mass) to find the cut-off value; ties at the cut-off keep the lowest ids.
     """
     target = top_p * float(q.sum())
-    if len(q) > 4 * _NUCLEUS_FIRST:
-        floor = np.partition(q, -_NUCLEUS_FIRST)[-_NUCLEUS_FIRST]
-        head = np.flatnonzero(q >= floor)
-        order = head[np.argsort(-q[head], kind="stable")]
-        cum = np.cumsum(q[order])
-        if cum[-1] >= target:
-            keep = order[: int(np.searchsorted(cum, target)) + 1]
-            kept = q[keep]
-            q[:] = 0.0
-            q[keep] = kept
-            return
-    order = np.argsort(-q, kind="stable")
-    cum = np.cumsum(q[order])
-    q[order[int(np.searchsorted(cum, target)) + 1:]] = 0.0
+    vals = np.sort(np.partition(q, -_NUCLEUS_FIRST)[-_NUCLEUS_FIRST:])[::-1] if len(q) > _NUCLEUS_FIRST else q
+    cum = np.cumsum(vals)
+    if vals is q or cum[-1] < target:
+        vals = np.sort(q)[::-1]
+        cum = np.cumsum(vals)
+    keep = min(int(np.searchsorted(cum, target)) + 1, len(vals))
+    cut = vals[keep - 1]
+    ties = np.flatnonzero(q == cut)[: keep - int(np.count_nonzero(q > cut))]
+    q[q <= cut] = 0.0
+    q[ties] = cut
 
 
 def sample(p: FloatArray, rng: np.random.Generator) -> int:
