@@ -56,10 +56,13 @@ async def test_pause_relaunch_and_quit_drive_the_real_session(tmp_path: Path) ->
         await pilot.click("#review")
         await pilot.pause()
         await pilot.press("y")
-        await _until(lambda: session.servers_running["k2"].settings.get("num_speculative_tokens") == 3, 60)
-        await _until(lambda: session.servers_running["k2"].status == "ready")
+        await _until(lambda: any(e.kind == "relaunch" for e in session.events), 60)
+        relaunch = next(e for e in session.events if e.kind == "relaunch")
+        assert relaunch.variant == "k2" and relaunch.data["changes"]["num_speculative_tokens"] == {"from": 2, "to": 3}
+        assert session.servers_running["k2"].settings["num_speculative_tokens"] == 3
+        assert session.servers_running["k2"].status == "ready"
         kinds = [e.kind for e in session.events]
-        assert "relaunch" in kinds and "pause" in kinds and "resume" in kinds
+        assert "pause" in kinds and "resume" in kinds
 
         await pilot.press("q")
         await _until(lambda: session.final is not None, 60)
