@@ -94,7 +94,7 @@ class RequestOutput:
     stop_reason: str | int | None = None
     times: RequestTimes | None = None  # set when finished
     spec: RequestSpecStats | None = None  # set when finished and speculation is on
-    num_preemptions: int = 0
+    num_preemptions: int = 0  # the request's preemptions so far (a running total, not per step)
     prompt_tokens: int = 0
 
 

@@ -145,7 +145,7 @@ class EngineLoop:
         stream = self._streams.get(out.request_id)
         if stream is None or stream.finished:
             return
-        stream.preemptions += out.num_preemptions
+        stream.preemptions = max(stream.preemptions, out.num_preemptions)  # a running total, not a delta
         if out.new_token_ids:
             if stream.first_at is None:
                 self.metrics.observe_first_token(at - stream.arrival)
@@ -174,7 +174,7 @@ class EngineLoop:
             decode=None if first is None or last is None else last - first,
             inference=None if sched is None or last is None else last - sched,
             prompt_tokens=out.prompt_tokens or stream.prompt_tokens, generation_tokens=stream.n_tokens,
-            max_tokens=stream.max_tokens, preemptions=max(stream.preemptions, out.num_preemptions),
+            max_tokens=stream.max_tokens, preemptions=stream.preemptions,
         )
 
     def _die(self, message: str) -> None:

@@ -68,3 +68,32 @@ async def test_idle_clock_catches_up_and_drift_resets() -> None:
     assert metrics.registry.get_sample_value("speclab_sim_clock_drift_seconds") == 0.0
     loop.stop()
     await task
+
+
+class PreemptedOnceEngine(FakeEngine):
+    """Every output carries the request's cumulative preemption count, as the real engine's do."""
+
+    def step(self, now: float) -> StepResult:
+        result = super().step(now)
+        for out in result.outputs:
+            out.num_preemptions = 1
+        return result
+
+
+async def test_preemptions_per_request_are_counted_once() -> None:
+    metrics = _metrics()
+    loop = EngineLoop(PreemptedOnceEngine(EngineConfig(model="sim-1b")), metrics)
+    task = asyncio.create_task(loop.run())
+    s = loop.submit("a", [1, 2], SamplingParams(max_tokens=6))
+    outputs = 0
+    while True:
+        d = await s.queue.get()
+        assert d.output is not None
+        outputs += 1
+        if d.output.finished:
+            break
+    assert outputs == 6
+    assert metrics.registry.get_sample_value("vllm:request_num_preemptions_count", {"model_name": "m", "engine": "0"}) == 1
+    assert metrics.registry.get_sample_value("vllm:request_num_preemptions_sum", {"model_name": "m", "engine": "0"}) == 1
+    loop.stop()
+    await task
