@@ -79,7 +79,10 @@ class LiveSession:
             self.scenario_path = Path(options.scenario)
             self.lab = lab
         self.plan: Plan = plan
-        self.headers, self._api_key = parse_headers(options.headers, options.api_key_env)
+        # The API key (from --api-key-env, else the lab's server.api_key_env) protects launched
+        # servers too; it travels only in the environment of servers and in request headers.
+        key_env = options.api_key_env or (self.lab.server.api_key_env if self.lab is not None else None)
+        self.headers, self._api_key = parse_headers(options.headers, key_env)
         # Attached servers were not launched here: their engine is whatever they are.
         self.engine: EngineChoice | None = select_engine(options.engine) if self.lab else None
         self.simulated = bool(self.engine and self.engine.simulated)
@@ -164,6 +167,9 @@ class LiveSession:
         self.run_start = self._clock()  # the run clock starts once servers are up
         self.recorder = self._open_recorder()
         self._http = aiohttp.ClientSession()
+        for server in self.servers_running.values():
+            if server.engine != "attached":
+                server.headers = dict(self.headers)
         for name, server in self.servers_running.items():
             self._scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers)
             await self._scrapers[name].scrape(self._http, self.now())  # baseline: deltas start here
@@ -409,6 +415,7 @@ class LiveSession:
             raise InputError("relaunch: attached servers were not launched by speclab")
         event = await self.manager.relaunch(variant, changes)
         self.servers_running[variant] = self.manager.servers[variant]
+        self.servers_running[variant].headers = dict(self.headers)
         self._scrapers[variant] = MetricsScraper(self.servers_running[variant].base_url, variant)
         await self._scrapers[variant].scrape(self._http, self.now())
         self.add_event(Event(t=self.now(), kind=event.kind, message=event.message, variant=variant, data=event.data))

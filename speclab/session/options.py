@@ -69,6 +69,7 @@ def parse_headers(specs: tuple[str, ...], api_key_env: str | None) -> tuple[dict
     if api_key_env:
         api_key = os.environ.get(api_key_env)
         if not api_key:
-            raise InputError(f"--api-key-env {api_key_env}: that environment variable is not set")
+            raise InputError(f"API key: environment variable {api_key_env} is not set (named by --api-key-env "
+                             "or the lab's server.api_key_env)")
         headers["Authorization"] = f"Bearer {api_key}"
     return headers, api_key

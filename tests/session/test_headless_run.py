@@ -202,3 +202,22 @@ def test_ctrl_c_mid_run_exits_130_with_a_partial_report_and_a_replayable_recordi
     replayed = read_report(replay_dir)
     assert replayed["variants"]["baseline"]["classes"]["all"]["requests"] == \
         report["variants"]["baseline"]["classes"]["all"]["requests"]
+
+
+def test_api_key_protects_launched_servers_and_never_reaches_reports_or_recordings(workdir: Path) -> None:
+    secret = "sk-speclab-test-0123456789abcdef"
+    lab = write_lab(workdir / "keyed.toml", server_extra='api_key_env = "SPECLAB_TEST_KEY"')
+    report_dir, rec_dir = workdir / "r", workdir / "rec"
+    out = run_cli(["run", "smoke", "--lab", str(lab), "--requests", "6", "--report", str(report_dir),
+                   "--record", str(rec_dir)], cwd=workdir, env={"SPECLAB_TEST_KEY": secret})
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert read_report(report_dir)["variants"]["baseline"]["classes"]["all"]["requests"] == 4
+    written = [p for p in [*report_dir.rglob("*"), *rec_dir.rglob("*")] if p.is_file()]
+    assert any(p.name == "requests.jsonl" for p in written)
+    for path in written:
+        assert secret not in path.read_text(errors="replace"), path
+    assert secret not in out.stdout + out.stderr
+
+    missing = run_cli(["run", "smoke", "--lab", str(lab)], cwd=workdir, env={"SPECLAB_TEST_KEY": ""}, timeout=30)
+    assert missing.returncode == ExitCode.BAD_INPUT
+    assert "SPECLAB_TEST_KEY is not set" in missing.stderr and "Traceback" not in missing.stderr
