@@ -7,6 +7,11 @@ encoded form, so any window of intervals merges losslessly on demand. The cumula
 the end of warm-up) is kept live, with its percentiles cached per (variant, class) until new
 records arrive. Warm-up records are measured — they show in ``last_interval`` — but stored apart
 and excluded from cumulative views, windows and the intervals handed to the recorder.
+
+The cumulative rates of a variant are over its measured traffic, taken from the records: from the
+earliest intended time of a non-warm-up request to ``now`` (to the variant's last finish in the
+finished snapshot). The run clock's zero is not that start: worker start-up, warm-up by request
+count and, with ``--sequential``, the other variants' phases all come before it.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class _ClosedInterval:
 
 
 class Aggregator:
+    """``warmup_s`` is kept for callers only: warm-up is decided per request (``RequestRecord.warmup``)."""
+
     def __init__(
         self,
         variants: Sequence[str],
@@ -71,6 +78,7 @@ class Aggregator:
         self._closed: list[_ClosedInterval] = []
         self._next_close = 0  # index of the oldest interval not yet closed
         self._cumulative: dict[Key, Cell] = {}
+        self._measured_span: dict[str, tuple[float, float]] = {}  # variant -> (first intended, last finish)
         self._dirty: set[Key] = set()
         self._pct_cache: dict[Key, dict[str, Percentiles]] = {}
         self._all_cache: dict[str, dict[str, Percentiles]] = {}
@@ -92,10 +100,13 @@ class Aggregator:
         for record in records:
             self._know(record.variant, record.prompt_class)
             key = (record.variant, record.prompt_class)
-            index = self.interval_of(finish_time(record))
+            finished_at = finish_time(record)
+            index = self.interval_of(finished_at)
             if not record.warmup:
                 self._cumulative.setdefault(key, Cell()).add_record(record, self._pool)
                 self._dirty.add(key)
+                first, last = self._measured_span.get(record.variant, (record.intended, finished_at))
+                self._measured_span[record.variant] = (min(first, record.intended), max(last, finished_at))
             if index < self._next_close:
                 self._add_late(index, key, record)
                 continue
@@ -194,7 +205,7 @@ class Aggregator:
         return Snapshot(
             t=now,
             interval=self._next_close - 1,
-            cumulative=self._cumulative_stats(now),
+            cumulative=self._cumulative_stats(now, finished),
             last_interval=dict(self._last),
             servers=dict(self._servers),
             health=self._health,
@@ -285,14 +296,21 @@ class Aggregator:
             out[variant] = VariantStats(variant, rows)
         return out
 
-    def _cumulative_stats(self, now: float) -> dict[str, VariantStats]:
-        window_s = max(0.0, now - self.warmup_s)
+    def _measured_window(self, variant: str, now: float, finished: bool) -> float:
+        span = self._measured_span.get(variant)
+        if span is None:
+            return 0.0
+        first, last = span
+        return max(0.0, (last if finished else max(now, last)) - first)
+
+    def _cumulative_stats(self, now: float, finished: bool) -> dict[str, VariantStats]:
         for key in self._dirty:
             self._pct_cache[key] = percentiles_by_metric([self._cumulative[key].hists])
             self._all_cache.pop(key[0], None)
         self._dirty.clear()
         out: dict[str, VariantStats] = {}
         for variant in self.variants:
+            window_s = self._measured_window(variant, now, finished)
             rows: dict[str, ClassStats] = {}
             total = Counts()
             for prompt_class in self.classes:

@@ -83,7 +83,8 @@ def test_warmup_measured_but_excluded_from_cumulative() -> None:
     assert snap.last_interval["k3"].total.requests == 3
     assert snap.cumulative["k3"].total.requests == 1
     assert snap.cumulative["k3"].total.latency[Metric.E2E.value].count == 1
-    assert snap.cumulative["k3"].total.window_s == pytest.approx(0.6)
+    # the window starts at the first measured request's intended time (0.8 - 0.3 - 0.001)
+    assert snap.cumulative["k3"].total.window_s == pytest.approx(1.6 - 0.499)
     assert agg.window(0, 0)["k3"].total.requests == 1
 
 
@@ -144,8 +145,28 @@ def test_structured_failures_errors_and_throughput() -> None:
     total = snap.cumulative["k3"].total
     assert total.errors == {"http_429": 2, "stall": 1} and total.error_count == 3
     assert total.requests == 5 and total.output_tokens == 100
-    assert total.requests_per_s == pytest.approx(2.5)
+    # 5 successes over the span from the first intended time (0.1 - 0.301) to now
+    assert total.requests_per_s == pytest.approx(5 / (2.0 + 0.201))
     assert snap.cumulative["k3"].classes["qa"].structured_failure_rate is None
+
+
+def test_throughput_window_is_the_measured_traffic_not_the_run_clock() -> None:
+    # traffic begins 1.5 s into the run (worker start-up); 10 requests at 5 req/s per variant, and
+    # with --sequential the second variant's phase starts when the first one's ends
+    agg = Aggregator(V, C)
+    first = [rec(i, 1.5 + 0.2 * i + 0.3, variant="base", lag=0.0) for i in range(10)]
+    second = [rec(10 + i, 3.6 + 0.2 * i + 0.3, variant="k3", lag=0.0) for i in range(10)]
+    agg.add_records(first)
+    live = agg.snapshot(3.7)
+    assert live.cumulative["base"].total.window_s == pytest.approx(3.7 - 1.5)
+    agg.add_records(second)
+    final = agg.snapshot(6.0, finished=True)
+    base, k3 = final.cumulative["base"].total, final.cumulative["k3"].total
+    assert base.window_s == pytest.approx(2.1)  # first intended 1.5 to last finish 3.6
+    assert k3.window_s == pytest.approx(2.1)  # its own phase, not the run from 0 or from 1.5
+    assert base.requests_per_s == pytest.approx(10 / 2.1)
+    assert final.cumulative["base"].classes["qa"].window_s == base.window_s
+    assert Aggregator(V, C).snapshot(1.0).cumulative["k3"].total.requests_per_s == 0.0
 
 
 def _random_records(seed: int, n: int) -> list[RequestRecord]:
