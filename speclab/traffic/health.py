@@ -12,7 +12,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SCHEDULE_LAG_LIMIT_MS = 5.0
 LOOP_LAG_LIMIT_MS = 10.0
@@ -101,13 +101,21 @@ class HealthMonitor:
         self._base = (sent, finished)
 
     def check(self, now: float) -> None:
-        """Close the interval if ``now`` (run clock) has moved past it."""
+        """Close the interval if ``now`` (run clock) has moved past it.
+
+        When the event loop was blocked across whole intervals, no tick fell in them; each is
+        reported as saturated too, so the aggregator flags every interval the client lost.
+        """
         if self._interval is None:
             self.start()
             return
         current = int(now // 1.0)
         if current > self._interval:
-            self.report(now)
+            health = self.report(now)
+            if current > self._interval + 1:
+                reason = f"event loop blocked for {health.loop_lag_max_ms:.0f} ms, no tick in the interval"
+                for skipped in range(self._interval + 1, current):
+                    self._emit(replace(health, interval=skipped, sent=0, finished=0, saturated=True, reason=reason))
             self._interval = current
 
     def report(self, now: float) -> WorkerHealth:
