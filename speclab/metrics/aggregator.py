@@ -143,11 +143,13 @@ class Aggregator:
     def add_event(self, event: Event) -> None:
         self._events.append(event)
 
-    def set_health(self, health: ClientHealth) -> None:
-        """Latest client health; a saturated client marks the interval it is reported in."""
+    def set_health(self, health: ClientHealth, interval: int | None = None) -> None:
+        """Latest client health; a saturated client marks ``interval`` (the interval the worker's
+        report covers, ``WorkerHealth.interval``), else the interval of the last tick. The recorder
+        keeps the report's interval, so pass it for live and replay to flag the same intervals."""
         self._health = health
         if health.saturated:
-            self.mark_saturated(self.interval_of(self._now))
+            self.mark_saturated(self.interval_of(self._now) if interval is None else interval)
 
     def mark_saturated(self, interval_index: int) -> None:
         self._saturated.add(interval_index)

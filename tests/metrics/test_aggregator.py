@@ -295,3 +295,13 @@ def test_unknown_class_and_variant_are_added() -> None:
     agg.add_records([rec(1, 0.2, cls="new", variant="attached")])
     snap = agg.snapshot(0.5)
     assert snap.cumulative["attached"].classes["new"].requests == 1
+
+
+def test_saturation_marks_the_interval_the_report_covers() -> None:
+    agg = Aggregator(V, C)
+    agg.snapshot(2.3)
+    agg.set_health(ClientHealth(saturated=True, reason="schedule lag"), interval=1)
+    agg.set_health(ClientHealth(saturated=False), interval=2)
+    assert agg.snapshot(2.5).saturated_intervals == (1,)
+    agg.set_health(ClientHealth(saturated=True))
+    assert agg.snapshot(2.6).saturated_intervals == (1, 2)
