@@ -8,7 +8,7 @@ returns each complete event's data; it never decodes JSON itself.
 from __future__ import annotations
 
 DONE = b"[DONE]"
-_IGNORED_FIELDS = (b"event:", b"id:", b"retry:", b"event", b"id", b"retry")
+_IGNORED_FIELDS = frozenset((b"event", b"id", b"retry"))  # field names, matched whole
 
 
 class MalformedStream(Exception):
@@ -40,7 +40,7 @@ class SSEParser:
             if line.startswith(b"data:"):
                 payload = line[6:] if line.startswith(b"data: ") else line[5:]
                 self._data = payload if self._data is None else self._data + b"\n" + payload
-            elif line.startswith(b":") or line.startswith(_IGNORED_FIELDS):
+            elif line.startswith(b":") or line.partition(b":")[0] in _IGNORED_FIELDS:
                 continue
             else:
                 raise MalformedStream(f"not an SSE line: {line[:80]!r}")

@@ -35,3 +35,10 @@ def test_unterminated_event_is_pending() -> None:
     parser = SSEParser()
     assert parser.feed(b"data: {}\n") == []
     assert parser.pending
+
+
+def test_known_field_names_are_matched_whole() -> None:
+    assert SSEParser().feed(b"retry\nid\nevent: x\n\n") == []
+    for line in (b"identity: x\n", b"eventually\n", b"retry-after: 5\n"):
+        with pytest.raises(MalformedStream):
+            SSEParser().feed(line)
