@@ -210,7 +210,9 @@ def evaluate_equivalence(
                         continue
                     mismatched = sampling_mismatches(base, spec, label)
                     temperature = base.sampling.get("temperature")
-                    if temperature not in (None, 0, 0.0):
+                    if temperature is None:  # the server's default (vLLM: 1.0) samples
+                        mismatched.append(f"{label}: greedy comparison sent no temperature, not 0")
+                    elif float(temperature) != 0.0:
                         mismatched.append(f"{label}: greedy comparison sent temperature {temperature}, not 0")
                     failures.extend(mismatched)
                     difference = greedy_difference(base, spec, label, decode=decode)

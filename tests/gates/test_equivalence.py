@@ -77,6 +77,18 @@ def test_greedy_gate() -> None:
     assert result.details[0] == "FAIL greedy k4 b: first difference at token 1 of 2/2: baseline [5], speculative [6]; after [4]"
 
 
+def test_greedy_needs_temperature_zero_sent() -> None:
+    unset = {"baseline": {"a": rec("baseline", [1])}, "k2": {"a": rec("k2", [1])}}
+    for arm in unset.values():
+        del arm["a"].sampling["temperature"]
+    result = evaluate_equivalence(EquivalenceGate(mode="greedy"), "baseline", greedy=unset)
+    assert not result.passed
+    assert "FAIL greedy k2 a: greedy comparison sent no temperature, not 0" in result.details
+    warm = {"baseline": {"a": rec("baseline", [1], temperature=0.5)}, "k2": {"a": rec("k2", [1], temperature=0.5)}}
+    result = evaluate_equivalence(EquivalenceGate(mode="greedy"), "baseline", greedy=warm)
+    assert "FAIL greedy k2 a: greedy comparison sent temperature 0.5, not 0" in result.details
+
+
 def test_sampling_params_mismatch_fails() -> None:
     greedy = {"baseline": {"a": rec("baseline", [1], top_p=1.0)}, "k2": {"a": rec("k2", [1], top_p=0.9)}}
     result = evaluate_equivalence(EquivalenceGate(mode="greedy"), "baseline", greedy=greedy)
