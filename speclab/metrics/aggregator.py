@@ -85,7 +85,6 @@ class Aggregator:
         self._last: dict[str, VariantStats] = {}
         self._servers: dict[str, ServerSample] = {}
         self._server_timing: set[str] = set()
-        self._server_totals: dict[str, ServerSample] = {}
         self._events: list[Event] = []
         self._health = ClientHealth()
         self._saturated: set[int] = set()
@@ -122,23 +121,6 @@ class Aggregator:
         queue = sample.histograms.get(PROM_QUEUE_TIME)
         if sample.up and queue and queue.get("count"):
             self._server_timing.add(sample.variant)
-        total = self._server_totals.setdefault(sample.variant, ServerSample(t=sample.t, variant=sample.variant))
-        total.t = sample.t
-        total.spec_drafts += sample.spec_drafts
-        total.spec_draft_tokens += sample.spec_draft_tokens
-        total.spec_accepted += sample.spec_accepted
-        total.requests_finished += sample.requests_finished
-        total.generation_tokens += sample.generation_tokens
-        total.prompt_tokens += sample.prompt_tokens
-        total.preemptions += sample.preemptions
-        for i, n in enumerate(sample.spec_accepted_per_pos):
-            if i >= len(total.spec_accepted_per_pos):
-                total.spec_accepted_per_pos.append(0.0)
-            total.spec_accepted_per_pos[i] += n
-
-    def server_totals(self) -> dict[str, ServerSample]:
-        """Counter deltas summed over every sample so far, per variant (for the cross-check)."""
-        return dict(self._server_totals)
 
     def add_event(self, event: Event) -> None:
         self._events.append(event)

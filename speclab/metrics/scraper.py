@@ -11,9 +11,8 @@ scrape only sets the baseline, so the session should scrape once before traffic 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -184,27 +183,6 @@ class MetricsScraper:
             else:
                 hist[suffix[1:]] += delta
             return
-
-    async def run(
-        self,
-        session: aiohttp.ClientSession,
-        interval_s: float,
-        on_sample: Callable[[ServerSample], Awaitable[None] | None],
-        clock: Callable[[], float],
-    ) -> None:
-        """Scrape every ``interval_s`` on absolute ticks of ``clock`` until cancelled."""
-        next_t = clock()
-        while True:
-            sample = await self.scrape(session, clock())
-            result = on_sample(sample)
-            if inspect.isawaitable(result):
-                await result
-            next_t += interval_s
-            delay = next_t - clock()
-            if delay < 0:
-                next_t = clock()
-                delay = 0.0
-            await asyncio.sleep(delay)
 
 
 def _group(key: _SeriesKey) -> _SeriesKey:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import math
 import socket
 
@@ -10,7 +9,6 @@ from aiohttp import web
 
 from speclab.metrics.scraper import MetricsScraper, sample_summary
 from speclab.model.names import PROM_QUEUE_TIME, PROM_TTFT
-from speclab.model.records import ServerSample
 
 M = 'model_name="Qwen/Qwen3-8B"'
 
@@ -136,15 +134,6 @@ async def test_against_a_live_server_changing_text() -> None:
             state["status"], state["scale"] = 200, 0.25  # came back restarted
             assert (await scraper.scrape(session, 3.0)).spec_drafts == pytest.approx(308.5)
 
-            seen: list[ServerSample] = []
-            ticks = iter(i * 0.01 for i in range(10_000))
-            task = asyncio.create_task(scraper.run(session, 0.01, seen.append, lambda: next(ticks)))
-            while len(seen) < 3:
-                await asyncio.sleep(0.01)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert all(s.up for s in seen) and seen[0].spec_drafts == 0
     finally:
         await runner.cleanup()
     async with aiohttp.ClientSession() as session:
