@@ -33,10 +33,19 @@ def classify_failure(lines: Iterable[str]) -> tuple[str, str] | None:
     """(cause, the log line that shows it), or None if the log names no known cause."""
     lines = list(lines)
     for cause, patterns in _CAUSES:
-        for line in lines:
+        for i, line in enumerate(lines):
             if any(p.search(line) for p in patterns):
-                return cause, _strip_prefix(line)
+                return cause, _strip_prefix(_root_cause(lines, i))
     return None
+
+
+def _root_cause(lines: list[str], i: int) -> str:
+    """vLLM's generic "... See root cause above." line points at the error logged before it."""
+    if "See root cause above" in lines[i]:
+        for earlier in reversed(lines[:i]):
+            if _ERROR_LINE.search(earlier):
+                return earlier
+    return lines[i]
 
 
 def describe_exit(returncode: int | None, lines: Iterable[str]) -> str:
@@ -51,6 +60,7 @@ def describe_exit(returncode: int | None, lines: Iterable[str]) -> str:
     return f"{status}; last log line: {last}"
 
 
+_ERROR_LINE = re.compile(r"\b\w+(?:Error|Exception): ")
 _PREFIX = re.compile(r"^\((?:APIServer|EngineCore\S*) pid=\d+\) [A-Z]+ (?:\d\d-\d\d \d\d:\d\d:\d\d )?\[[^\]]+\] ")
 
 

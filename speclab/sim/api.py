@@ -8,7 +8,9 @@ a clock; tests drive it on a virtual clock by passing ``now`` explicitly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+DEFAULT_MAX_MODEL_LEN: Final = 4096  # what the engine and the server use when --max-model-len is not given
 
 
 @dataclass(slots=True)

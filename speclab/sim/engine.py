@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .api import (
+    DEFAULT_MAX_MODEL_LEN,
     EngineConfig,
     EngineRequest,
     MemoryFacts,
@@ -20,9 +21,10 @@ from .api import (
     StepResult,
     StepStats,
 )
-from .errors import RequestRejectedError, SimStartupError
+from .errors import RequestRejectedError, SimStartupError, UnknownModelError
 from .hardware import MODEL_SHAPES, gpu_profile
 from .lm import SimLM, load_lm
+from .methods import DRAFTER_FOR_METHOD, SUFFIX_LOOKUP
 from .proposers import DraftModelProposer, MisalignedDraftProposer, NgramProposer, Proposer
 from .sampling import accept_draft, adjust, is_greedy, residual, sample
 from .scheduler import Scheduled, Scheduler
@@ -30,7 +32,6 @@ from .sequence import Seq
 from .timing import StepTimeModel, StepWork, plan_memory
 from .tokenizer import SIM_MODELS, SimTokenizer, model_dir
 
-DEFAULT_MAX_MODEL_LEN = 4096
 KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption")
 
 
@@ -57,17 +58,21 @@ class SimEngine:
             self.k = spec.num_speculative_tokens
             if self.k < 1:
                 raise SimStartupError("num_speculative_tokens must be at least 1")
-            if spec.method == "ngram":
-                lo = spec.prompt_lookup_min or spec.prompt_lookup_max or 5
-                hi = spec.prompt_lookup_max or lo
+            drafter = DRAFTER_FOR_METHOD.get(spec.method)
+            if drafter == "ngram":
+                if spec.method == "suffix":
+                    lo, hi = SUFFIX_LOOKUP
+                else:
+                    lo = spec.prompt_lookup_min or spec.prompt_lookup_max or 5
+                    hi = spec.prompt_lookup_max or lo
                 if not 1 <= lo <= hi:
                     raise SimStartupError(f"prompt_lookup_min ({lo}) must be in [1, prompt_lookup_max ({hi})]")
                 self.proposer = NgramProposer(lo, hi)
-            elif spec.method in ("draft_model", "draft"):
+            elif drafter == "draft_model":
                 if spec.model not in SIM_MODELS:
-                    raise SimStartupError(
-                        f"speculative draft model {spec.model!r} is not a simulator model; "
-                        f"choose one of: {', '.join(SIM_MODELS)}")
+                    raise UnknownModelError(
+                        f"Unknown model {spec.model!r} for the speculative draft; the simulator's models are: "
+                        f"{', '.join(SIM_MODELS)}")
                 draft = load_lm(spec.model)
                 draft_shape = MODEL_SHAPES[spec.model]
                 if draft.tokenizer.backend.get_vocab() == self.tokenizer.backend.get_vocab():
@@ -76,7 +81,8 @@ class SimEngine:
                     self.proposer = MisalignedDraftProposer(draft, self.tokenizer)
             else:
                 raise SimStartupError(
-                    f"speculative method {spec.method!r} is not modelled by the simulator (use draft_model or ngram)")
+                    f"speculative method {spec.method!r} is not modelled by the simulator "
+                    f"(modelled: {', '.join(DRAFTER_FOR_METHOD)})")
         self.max_model_len = config.max_model_len or DEFAULT_MAX_MODEL_LEN
         if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
             raise SimStartupError(

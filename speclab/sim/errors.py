@@ -22,5 +22,9 @@ class ModelDoesNotFitError(SimStartupError):
     """Weights, or weights plus one max-length sequence of KV cache, exceed the GPU memory."""
 
 
+class KvCacheTooSmallError(ModelDoesNotFitError):
+    """The weights fit but the KV cache left over cannot hold one max-length sequence (a ValueError in vLLM)."""
+
+
 class RequestRejectedError(InputError):
     """A request the engine cannot serve (too long for max_model_len); vLLM answers HTTP 400."""

@@ -4,7 +4,7 @@ Every line goes to stdout (flushed) as ``(PROC pid=N) LEVEL MM-DD HH:MM:SS [file
 ``PROC`` being ``APIServer`` or ``EngineCore_DP0`` as in vLLM 0.33. Parse by searching, not by
 anchoring at the line start. The exact messages the launcher parses (``{...}`` = a value):
 
-- ``Model loading took {weights:.2f} GiB memory and {secs:.6f} seconds`` (target + draft weights)
+- ``Model loading took {weights:.2f} GiB memory and {secs:.6f} seconds`` (target + draft weights per GPU)
 - ``GPU KV cache size: {tokens:,} tokens``  (thousands separated by commas, as vLLM prints)
 - ``Maximum concurrency for {max_model_len:,} tokens per request: {x:.2f}x``
 - ``speclab-sim: this server is SIMULATED; every number it reports is modelled, not measured on a GPU``
@@ -13,9 +13,10 @@ anchoring at the line start. The exact messages the launcher parses (``{...}`` =
 - ``{flag} is not modelled by the simulator; accepted and ignored``  (WARNING, per flag)
 - failures (ERROR), then exit 1:
   - ``torch.OutOfMemoryError: CUDA out of memory. {detail}``  (a model that does not fit)
-  - ``ValueError: No available memory for the cache blocks. {detail}``  (not enough KV cache)
+  - ``ValueError: No available memory for the cache blocks. {detail}`` or
+    ``ValueError: To serve at least one request with the models's max seq len ({n}), ...``  (KV cache too small)
   - ``OSError: [Errno 98] Address already in use: ('{host}', {port})``
-  - ``ValueError: Unknown model {name!r} ...`` / ``ValueError: {speculative-config problem}``
+  - ``ValueError: Unknown model {name!r}; ...`` / ``ValueError: {speculative-config problem}``
   - ``EngineCore encountered a fatal error.`` (the ``crash_after`` fault, just before the process dies)
 """
 
@@ -90,10 +91,6 @@ def not_modelled_line(flag: str) -> str:
 
 def oom_line(detail: str) -> str:
     return f"torch.OutOfMemoryError: CUDA out of memory. {detail}"
-
-
-def no_kv_line(detail: str) -> str:
-    return f"ValueError: No available memory for the cache blocks. {detail}"
 
 
 def address_in_use_line(host: str, port: int) -> str:

@@ -18,13 +18,13 @@ from typing import Final, cast
 from aiohttp import web
 
 from . import logs
-from .api import EngineConfig, EngineCore
+from .api import DEFAULT_MAX_MODEL_LEN, EngineConfig, EngineCore
 from .cli import ServerArgs, SpecConfigError, parse_args
+from .methods import modelled_as_note
 from .prom import SimMetrics
 from .server import SimServer
 
 EngineFactory = Callable[[EngineConfig], EngineCore]
-DEFAULT_MAX_MODEL_LEN: Final = 4096
 SHUTDOWN_GRACE_S: Final = 2.0
 
 
@@ -37,6 +37,8 @@ def _default_factory() -> EngineFactory:
 def _error_kind(exc: BaseException) -> str:
     """Classify an engine start-up failure by its class names (the engine's SimStartupError tree)."""
     names = {cls.__name__ for cls in type(exc).__mro__}
+    if "KvCacheTooSmallError" in names:
+        return "kv_cache"
     if "ModelDoesNotFitError" in names:
         return "oom"
     if "UnknownModelError" in names:
@@ -56,9 +58,13 @@ def _bind(host: str | None, port: int) -> socket.socket:
 
 
 def _log_engine_facts(engine: EngineCore, max_model_len: int, seconds: float) -> None:
+    """As vLLM's workers log them: weights and KV memory per GPU, KV tokens and concurrency per engine."""
     mem = engine.memory
-    logs.info(logs.SRC_LOADER, logs.weights_line(mem.weights_gib + mem.draft_weights_gib, seconds), proc=logs.ENGINE)
-    logs.info("gpu_worker.py:436", f"Available KV cache memory: {mem.kv_cache_gib:.2f} GiB", proc=logs.ENGINE)
+    per_gpu = max(mem.num_gpus, 1)
+    logs.info(logs.SRC_LOADER, logs.weights_line((mem.weights_gib + mem.draft_weights_gib) / per_gpu, seconds),
+              proc=logs.ENGINE)
+    logs.info("gpu_worker.py:436", f"Available KV cache memory: {mem.kv_cache_gib / per_gpu:.2f} GiB",
+              proc=logs.ENGINE)
     logs.info(logs.SRC_KV, logs.kv_cache_line(mem.kv_cache_tokens), proc=logs.ENGINE)
     logs.info(logs.SRC_KV_CONC, logs.concurrency_line(max_model_len, mem.max_concurrency), proc=logs.ENGINE)
     logs.warning(logs.SRC_SIM, logs.SIMULATED_LINE)
@@ -98,8 +104,11 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
         logs.error(logs.SRC_CORE, "RuntimeError: Engine core initialization failed. See root cause above. "
                    "Failed core proc(s): {}", proc=logs.ENGINE)
         return 1
-    max_model_len = engine.config.max_model_len or args.engine.max_model_len or DEFAULT_MAX_MODEL_LEN
+    max_model_len = args.engine.max_model_len or DEFAULT_MAX_MODEL_LEN
     _log_engine_facts(engine, max_model_len, time.perf_counter() - started)
+    note = modelled_as_note(args.engine.speculative.method) if args.engine.speculative else None
+    if note:
+        logs.warning(logs.SRC_SIM, note)
     port = sock.getsockname()[1]
     try:
         import uvloop

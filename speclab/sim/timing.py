@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .api import MemoryFacts
-from .errors import ModelDoesNotFitError
+from .errors import KvCacheTooSmallError, ModelDoesNotFitError
 from .hardware import GIB, GpuProfile, ModelShape
 
 BLOCK_SIZE = 16
@@ -74,15 +74,17 @@ def plan_memory(gpu: GpuProfile, name: str, target: ModelShape, draft: ModelShap
     activation = ACTIVATION_BASE_BYTES + max_num_batched_tokens * target.hidden_size * ACTIVATION_BYTES_PER_TOKEN_HIDDEN / tp
     kv_bytes = (budget - weights - draft_weights - activation) * tp
     if kv_bytes <= 0:
-        raise ModelDoesNotFitError(
+        raise KvCacheTooSmallError(
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
             "initializing the engine.")
     per_token = target.kv_bytes_per_token + (draft.kv_bytes_per_token if draft is not None else 0)
     kv_tokens = int(kv_bytes // per_token) // BLOCK_SIZE * BLOCK_SIZE
     if kv_tokens < max_model_len:
-        raise ModelDoesNotFitError(
-            f"The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can "
-            f"be stored in KV cache ({kv_tokens}). Try increasing `gpu_memory_utilization` or decreasing "
+        raise KvCacheTooSmallError(
+            f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({max_model_len * per_token / GIB:.2f} GiB KV cache is needed, which is larger than the available KV "
+            f"cache memory ({kv_tokens * per_token / GIB:.2f} GiB). Based on the available memory, the estimated "
+            f"maximum model length is {kv_tokens}. Try increasing `gpu_memory_utilization` or decreasing "
             "`max_model_len` when initializing the engine.")
     return MemoryFacts(
         weights_gib=target.weight_bytes / GIB,

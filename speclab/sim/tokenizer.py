@@ -23,7 +23,7 @@ def model_dir(name: str) -> Path:
     """The bundled directory of a simulator model; UnknownModelError for any other name."""
     if name not in SIM_MODELS:
         raise UnknownModelError(
-            f"model {name!r} is not a simulator model; choose one of: {', '.join(SIM_MODELS)}")
+            f"Unknown model {name!r}; the simulator's models are: {', '.join(SIM_MODELS)}")
     return MODELS_DIR / name
 
 

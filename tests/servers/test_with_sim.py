@@ -10,12 +10,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from speclab.model.errors import ServerNotReadyError
 from speclab.model.lab import Lab, load_lab
 from speclab.servers.argv import build_argv
 from speclab.servers.engine import select_engine
 from speclab.servers.manager import ServerManager
 
-from .labdata import bundled_lab_paths
+from .labdata import bundled_lab_paths, make_lab, method_lab
 
 FAKE_VLLM_DIR = Path(__file__).resolve().parent / "fake_vllm"
 
@@ -75,5 +76,40 @@ async def test_fake_vllm_drives_the_vllm_path(tmp_path: Path, monkeypatch: pytes
         last = json.loads(argv_log.read_text().splitlines()[-1])["argv"]
         assert json.loads(last[last.index("--speculative-config") + 1])["num_speculative_tokens"] == 3
         await complete(k2.base_url, k2.model_name, {"Authorization": "Bearer sk-test-123"})
+    finally:
+        await mgr.stop()
+
+
+@pytest.mark.parametrize(
+    ("lab", "cause", "evidence"),
+    [
+        (make_lab(target={"model": "org/t", "sim_model": "nope-8b"}, pair=None), "model not found",
+         "Unknown model 'nope-8b'"),
+        (make_lab(server={"gpu_memory_utilization": 0.3, "max_model_len": 32768}), "CUDA out of memory",
+         "KV cache is needed, which is larger than the available KV cache memory"),
+        (method_lab("mtp"), "engine crashed", "ValueError: speculative method 'mtp' is not modelled by the simulator"),
+    ],
+    ids=["unknown-model", "kv-cache-too-small", "unmodelled-method"],
+)
+async def test_simulator_start_failures_are_named(lab: Lab, cause: str, evidence: str, tmp_path: Path) -> None:
+    mgr = ServerManager(lab, "sim", log_dir=tmp_path, ready_timeout=60, grace_s=5)
+    with pytest.raises(ServerNotReadyError) as info:
+        await mgr.start(["k3"])
+    message = str(info.value)
+    assert message.startswith(f"k3: server {cause} (exited with code 1): "), message
+    assert evidence in message
+
+
+@pytest.mark.parametrize("method", ["eagle3", "suffix"])
+async def test_methods_without_their_own_simulator_drafter_run_on_a_stand_in(method: str, tmp_path: Path) -> None:
+    mgr = ServerManager(method_lab(method), "sim", log_dir=tmp_path, ready_timeout=60, grace_s=5)
+    try:
+        k3 = (await mgr.start(["k3"]))["k3"]
+        body = {"model": k3.model_name, "prompt": "red green blue red green blue red green blue red green",
+                "max_tokens": 12, "temperature": 0}
+        async with aiohttp.ClientSession() as s, s.post(f"{k3.base_url}/v1/completions", json=body) as r:
+            out = await r.json()
+        assert out["metrics"]["speculative_decoding"]["num_spec_steps"] >= 1
+        assert f"speculative method '{method}' is modelled by the simulator as" in "\n".join(k3.log_tail)
     finally:
         await mgr.stop()

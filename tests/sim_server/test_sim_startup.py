@@ -36,7 +36,7 @@ def test_unknown_fault_exits_2() -> None:
 def test_unknown_model_exits_1() -> None:
     r = run_sim("sim-3b", "--port", str(free_port()), "--host", "127.0.0.1")
     assert r.returncode == 1
-    assert "ERROR" in r.stdout and "sim-3b" in r.stdout
+    assert "ERROR" in r.stdout and "ValueError: Unknown model 'sim-3b'" in r.stdout
 
 
 def test_bad_speculative_config_exits_1() -> None:
@@ -53,6 +53,14 @@ def test_model_that_does_not_fit_fails_like_vllm() -> None:
     r = run_sim("sim-70b", "--port", str(free_port()), "--host", "127.0.0.1")
     assert r.returncode == 1
     assert "CUDA out of memory" in r.stdout and "Engine core initialization failed" in r.stdout
+
+
+def test_kv_cache_too_small_is_a_value_error_like_vllm() -> None:
+    r = run_sim("sim-8b", "--gpu-memory-utilization", "0.3", "--max-model-len", "64k", "--port", str(free_port()),
+                "--host", "127.0.0.1")
+    assert r.returncode == 1
+    assert "ValueError: To serve at least one request with the models's max seq len (64000)" in r.stdout
+    assert "CUDA out of memory" not in r.stdout
 
 
 def test_busy_port_fails_like_vllm() -> None:
