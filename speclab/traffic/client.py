@@ -151,7 +151,7 @@ async def run_request(
         state.fail(ErrorKind.CONNECT, f"connect timed out to {target.base_url}")
     except aiohttp.ClientConnectorError as error:
         state.fail(ErrorKind.CONNECT, f"cannot connect to {target.base_url}: {error.strerror or error}")
-    except TimeoutError:
+    except asyncio.TimeoutError:  # a distinct class before Python 3.11
         state.fail(ErrorKind.TIMEOUT, f"request took longer than {timeout.total:g} s")
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as error:
         state.fail(ErrorKind.TRUNCATED, f"connection closed before [DONE]: {type(error).__name__}")
@@ -209,7 +209,7 @@ class _Stream:
                     self.done_seen = True
                     rec.done = now
                     # Read to the end of the body so the connection goes back to the pool.
-                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
                         await resp.content.read()
                     return
                 self._event(payload, now)

@@ -350,7 +350,7 @@ class TrafficEngine:
                         if k not in slots or slots[k].done():
                             slots[k] = self._track(self._slot(target, k, counter, max(opened, self._last_resume)))
                 changed.clear()
-                with contextlib.suppress(TimeoutError):
+                with contextlib.suppress(asyncio.TimeoutError):  # TimeoutError only catches it from 3.11 on
                     await asyncio.wait_for(changed.wait(), self._next_boundary_delay(tau))
         finally:
             self._changes.remove(changed)

@@ -131,7 +131,7 @@ class TrafficRunner:
             loop.add_reader(data_parent.fileno(), self._on_data, w)
         try:
             await asyncio.wait_for(self._ready_event.wait(), READY_TIMEOUT_S)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             await self._kill_all()
             raise InputError(f"traffic workers did not start within {READY_TIMEOUT_S:g} s") from None
         if len(self._alive) < self.workers:
@@ -173,7 +173,7 @@ class TrafficRunner:
         self._broadcast(("stop", float(drain_timeout), self.now()))
         try:
             return await asyncio.wait_for(asyncio.shield(self.finished), drain_timeout + 15.0)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             await self._kill_all()
             return await self.finished
 
