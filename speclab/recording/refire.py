@@ -9,6 +9,8 @@ pairs sorted by offset, warm-up requests included. Offsets count from the first 
 schedule puts its first request at offset 0).
 ``refire_traffic_plan`` wraps the same list as a ``Plan`` that ``TrafficRunner`` fires as is:
 an open loop whose unit mass for request ``i`` is its recorded offset at a rate of 1 per second.
+A request is warm-up in the refire exactly when it was in the recording, whether the original
+warm-up was a duration or a request count, so both runs measure the same requests.
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ def planned_request(record: RequestRecord, index: int) -> PlannedRequest:
 
 def refire_plan(recording: Recording) -> list[tuple[float, PlannedRequest]]:
     """One ``(offset, PlannedRequest)`` per recorded plan position, in send order."""
+    return _offsets(_one_record_per_position(recording))
+
+
+def _offsets(ordered: list[RequestRecord]) -> list[tuple[float, PlannedRequest]]:
+    origin = ordered[0].intended
+    return [(r.intended - origin, planned_request(r, r.prompt.get("index", i))) for i, r in enumerate(ordered)]
+
+
+def _one_record_per_position(recording: Recording) -> list[RequestRecord]:
     chosen: dict[Any, RequestRecord] = {}
     missing = 0
     for record in sorted(recording.records, key=lambda r: (r.intended, r.variant)):
@@ -62,9 +73,7 @@ def refire_plan(recording: Recording) -> list[tuple[float, PlannedRequest]]:
         raise InputError(
             f"{recording.path}: the recording stores no prompts ({missing} records without one); it cannot be refired"
         )
-    ordered = sorted(chosen.values(), key=lambda r: r.intended)
-    origin = ordered[0].intended
-    return [(r.intended - origin, planned_request(r, r.prompt.get("index", i))) for i, r in enumerate(ordered)]
+    return sorted(chosen.values(), key=lambda r: r.intended)
 
 
 class RecordedTimes:
@@ -82,9 +91,13 @@ class RefirePlan(Plan):
     """A ``Plan`` that replays recorded requests at their recorded intended offsets (picklable)."""
 
     recorded: tuple[tuple[float, PlannedRequest], ...] = ()
+    recorded_warmup: tuple[bool, ...] = ()
 
     def request(self, index: int) -> PlannedRequest:
         return self.recorded[index][1]
+
+    def is_warmup(self, index: int, active_t: float) -> bool:
+        return self.recorded_warmup[index] if index < len(self.recorded_warmup) else False
 
     def unit_gaps(self) -> RecordedTimes:  # type: ignore[override]
         return RecordedTimes(tuple(t for t, _ in self.recorded))
@@ -93,7 +106,8 @@ class RefirePlan(Plan):
 def refire_traffic_plan(recording: Recording, *, stall_timeout_s: float = 30.0,
                         request_timeout_s: float = 600.0) -> RefirePlan:
     """The recorded traffic as a plan for ``TrafficRunner`` (``speclab replay NAME --refire``)."""
-    recorded = tuple(refire_plan(recording))
+    ordered = _one_record_per_position(recording)
+    recorded = tuple(_offsets(ordered))
     weights = Counter(req.prompt_class for _, req in recorded)
     endpoints = {req.prompt_class: req.endpoint for _, req in recorded}
     classes = tuple(
@@ -109,11 +123,12 @@ def refire_traffic_plan(recording: Recording, *, stall_timeout_s: float = 30.0,
         classes=classes,
         duration_s=None,
         requests=len(recorded),
-        warmup_s=recording.warmup_s,
+        warmup_s=0.0,
         warmup_requests=0,
         stall_timeout_s=stall_timeout_s,
         request_timeout_s=request_timeout_s,
         segments=(Segment(0.0, 1.0),),
         overrides={"refire": str(recording.path)},
         recorded=recorded,
+        recorded_warmup=tuple(r.warmup for r in ordered),
     )

@@ -6,7 +6,7 @@ import pytest
 
 from speclab.model.errors import InputError
 from speclab.recording import Recording
-from speclab.recording.refire import refire_plan
+from speclab.recording.refire import refire_plan, refire_traffic_plan
 from speclab.recording.writer import RecordingWriter
 
 from . import synth
@@ -38,3 +38,16 @@ def test_refire_needs_recorded_prompts(tmp_path: Path) -> None:
         writer.write_records(records)
     with pytest.raises(InputError, match="stores no prompts"):
         refire_plan(Recording.open(tmp_path / "old"))
+
+
+def test_refire_keeps_the_recorded_warmup_of_each_request(tmp_path: Path) -> None:
+    # warm-up by request count: the first two plan positions, whatever their send times
+    records = synth.make_records(n=10)
+    for record in records:
+        record.warmup = record.prompt["index"] < 2
+    with RecordingWriter(tmp_path / "rec", synth.manifest(warmup_s=0.0)) as writer:
+        writer.write_records(records)
+    plan = refire_traffic_plan(Recording.open(tmp_path / "rec"))
+    flags = [plan.is_warmup(i, active_t=5.0) for i in range(len(plan.recorded))]
+    assert flags == [req.info["index"] < 2 for _, req in plan.recorded]
+    assert flags.count(True) == 2
