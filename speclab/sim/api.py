@@ -108,7 +108,7 @@ class StepStats:
     waiting: int = 0
     kv_cache_usage: float = 0.0  # 0..1
     preemptions: int = 0  # preemptions during this step
-    prompt_tokens: int = 0  # prefill tokens computed this step
+    prompt_tokens: int = 0  # prompts whose prefill completed this step (once per request, as vLLM counts)
     generation_tokens: int = 0
     spec_drafts: int = 0
     spec_draft_tokens: int = 0

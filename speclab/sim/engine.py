@@ -186,11 +186,12 @@ class SimEngine:
             work.tokens += item.num_tokens
             work.kv_read_tokens += item.computed_before + item.num_tokens
             if item.prefill:
-                stats.prompt_tokens += item.num_tokens
                 if drafting:
                     work.draft_prefill_tokens += item.num_tokens
                 seq.num_computed += item.num_tokens
                 if seq.num_computed == len(seq.tokens):
+                    if seq.times.first_token is None:
+                        stats.prompt_tokens += seq.prompt_len
                     self._plain_decode(seq)
             else:
                 if drafting and self.k:

@@ -102,6 +102,8 @@ def test_startup_errors_are_named() -> None:
     with pytest.raises(UnknownModelError):
         run_prompts(EngineConfig("gpt-5"), [])
     with pytest.raises(SimStartupError, match="not modelled"):
+        run_prompts(EngineConfig("sim-8b", speculative=SpecConfig("mtp", 3)), [])
+    with pytest.raises(UnknownModelError, match="Unknown model None for the speculative draft"):
         run_prompts(EngineConfig("sim-8b", speculative=SpecConfig("eagle3", 3)), [])
     with pytest.raises(SimStartupError, match="max_num_batched_tokens"):
         run_prompts(EngineConfig("sim-8b", enable_chunked_prefill=False, max_num_batched_tokens=512), [])
