@@ -17,9 +17,9 @@ from typing import Any, Final
 from speclab.model.vllm_flags import OTHER_KNOWN, SHORT_ALIASES
 
 from .api import EngineConfig, SpecConfig
+from .hardware import GIB, GPU_PROFILES
 from .wire_faults import FaultSpecError, split_faults
 
-GPU_MEMORY_GIB: Final[dict[str, int]] = {"H100": 80, "H200": 141, "A100": 80, "L4": 24}
 SPEC_METHODS: Final = (
     "ngram", "ngram_gpu", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
     "extract_hidden_states", "mtp", "dflash", "dspark",
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", default=None)
     p.add_argument("--tokenizer", default=None)
     sim = p.add_argument_group("simulator")
-    sim.add_argument("--sim-gpu", choices=tuple(GPU_MEMORY_GIB), default="H100")
+    sim.add_argument("--sim-gpu", choices=tuple(GPU_PROFILES), default="H100")
     sim.add_argument("--sim-fault", action="append", default=[], metavar="NAME[=VALUE]")
     known = p.add_argument_group("known to vLLM 0.33, not modelled (accepted with a warning)")
     aliases: dict[str, list[str]] = {}
@@ -195,7 +195,7 @@ def spec_config_from_json(raw: Any) -> SpecConfig:
 
 def defaults_for_gpu(gpu: str) -> tuple[int, int]:
     """vLLM 0.33's server defaults (max_num_seqs, max_num_batched_tokens) by GPU memory."""
-    mem = GPU_MEMORY_GIB[gpu]
+    mem = GPU_PROFILES[gpu].memory_bytes / GIB
     if gpu == "A100" or mem < 70:
         return 256, 2048
     if mem >= 160:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import subprocess
@@ -15,10 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The real simulator once its engine core (speclab/sim/engine.py) exists; until then the same server
-# over tests/sim_server/fake_engine.py. SPECLAB_SIM_TEST_MODULE overrides either way.
-REAL_ENGINE = importlib.util.find_spec("speclab.sim.engine") is not None
-SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim" if REAL_ENGINE else "tests.sim_server.fake_main")
+# SPECLAB_SIM_TEST_MODULE=tests.sim_server.fake_main runs the same server over fake_engine.py.
+SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim")
 SPEC_ARGS = ["--speculative-config", '{"method": "draft_model", "model": "sim-1b", "num_speculative_tokens": 3}',
              "--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed"]
 

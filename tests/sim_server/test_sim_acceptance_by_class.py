@@ -1,4 +1,4 @@
-"""Acceptance emerges per prompt class from the real engine (skipped until speclab/sim/engine.py exists)."""
+"""Acceptance emerges per prompt class from the real engine."""
 
 from __future__ import annotations
 
@@ -6,14 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
-
 from speclab.model.paths import bundled_dir
 
-from .conftest import REAL_ENGINE, SimProcess, start_sim
+from .conftest import SimProcess, start_sim
 from .sse import post_json
 
-pytestmark = pytest.mark.skipif(not REAL_ENGINE, reason="needs the real engine core (speclab/sim/engine.py)")
 K = 4
 
 
