@@ -211,8 +211,9 @@ class LiveSession:
             self.recorder.write_records(records)
 
     def _on_health(self, health: WorkerHealth) -> None:
+        """Fold the workers' reports for one interval into the client's health for that interval."""
         self._health[health.worker] = health
-        reports = list(self._health.values())
+        reports = [h for h in self._health.values() if h.interval == health.interval]
         saturated = [h for h in reports if h.saturated]
         self.aggregator.set_health(ClientHealth(
             schedule_lag_p99_ms=max(h.schedule_lag_p99_ms for h in reports),
@@ -221,9 +222,9 @@ class LiveSession:
             in_flight=sum(h.in_flight for h in reports),
             saturated=bool(saturated),
             reason="; ".join(h.reason for h in saturated),
-        ))
-        if saturated and self.recorder is not None:
-            self.recorder.mark_saturated(health.interval, health.t, saturated[0].reason)
+        ), interval=health.interval)
+        if health.saturated and self.recorder is not None:
+            self.recorder.mark_saturated(health.interval, health.t, health.reason)
 
     def add_event(self, event: Event) -> None:
         self.events.append(event)
