@@ -28,11 +28,15 @@ class GpuProfile:
 GB: Final = 1e9
 GIB: Final = float(1 << 30)
 
+MIB: Final = float(1 << 20)
+
+# Memory is what CUDA reports as the device total (nvidia-smi's MiB figure), which is what vLLM
+# multiplies by --gpu-memory-utilization; the marketing "80 GB" is neither 80 GiB nor 80e9 bytes.
 GPU_PROFILES: Final[dict[str, GpuProfile]] = {
-    "H100": GpuProfile("H100", 3.35e12, 990e12, 80 * GB, 450 * GB),
-    "H200": GpuProfile("H200", 4.8e12, 990e12, 141 * GB, 450 * GB),
-    "A100": GpuProfile("A100", 2.0e12, 312e12, 80 * GB, 300 * GB),
-    "L4": GpuProfile("L4", 0.3e12, 121e12, 24 * GB, 32 * GB),
+    "H100": GpuProfile("H100", 3.35e12, 990e12, 81559 * MIB, 450 * GB),
+    "H200": GpuProfile("H200", 4.8e12, 990e12, 143771 * MIB, 450 * GB),
+    "A100": GpuProfile("A100", 2.0e12, 312e12, 81920 * MIB, 300 * GB),
+    "L4": GpuProfile("L4", 0.3e12, 121e12, 23034 * MIB, 32 * GB),
 }
 GPU_ALIASES: Final[dict[str, str]] = {
     "h100": "H100", "h100-sxm": "H100", "h200": "H200",

@@ -85,7 +85,7 @@ async def test_fake_vllm_drives_the_vllm_path(tmp_path: Path, monkeypatch: pytes
     [
         (make_lab(target={"model": "org/t", "sim_model": "nope-8b"}, pair=None), "model not found",
          "Unknown model 'nope-8b'"),
-        (make_lab(server={"gpu_memory_utilization": 0.3, "max_model_len": 32768}), "CUDA out of memory",
+        (make_lab(server={"gpu_memory_utilization": 0.25, "max_model_len": 32768}), "CUDA out of memory",
          "KV cache is needed, which is larger than the available KV cache memory"),
         (method_lab("mtp"), "engine crashed", "ValueError: speculative method 'mtp' is not modelled by the simulator"),
     ],
