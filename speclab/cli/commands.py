@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,11 @@ def open_lab(lab_name: str, scenario: str, opts: dict[str, Any]) -> int:
     session = LiveSession(options)
     app = create_app(session, session)
     app.run()
-    if session.final is None:
-        asyncio.run(session.stop())
+    if session.final is None and not session.stopped:
+        # The app ended without `q` (a crash): stop what it started. Servers run under a reaper
+        # and traffic workers are daemons, so nothing outlives this process even if this fails.
+        with contextlib.suppress(Exception):
+            asyncio.run(session.stop())
     return int(app.return_code or 0)
 
 

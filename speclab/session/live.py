@@ -351,6 +351,10 @@ class LiveSession:
             )
         return views
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopping
+
     async def wait(self) -> Snapshot:
         await self._done.wait()
         assert self.final is not None
