@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import click
 from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.session.options import RunOptions
+
+LAB_DEFAULT_DURATION_S = 24 * 3600.0
 
 
 def _variants(value: str | None) -> tuple[str, ...] | None:
@@ -54,7 +57,10 @@ def open_lab(lab_name: str, scenario: str, opts: dict[str, Any]) -> int:
     from speclab.ui.app import create_app
 
     options = run_options(scenario, opts, lab=opts.get("lab_name_opt") or lab_name)
-    session = LiveSession(options)
+    if options.duration is None and options.requests is None:
+        # The lab stays open all day: the scenario's traffic runs until `q` unless bounded here.
+        options = dataclasses.replace(options, duration=LAB_DEFAULT_DURATION_S)
+    session = LiveSession(dataclasses.replace(options, keep_records=False))
     app = create_app(session, session)
     app.run()
     if session.final is None and not session.stopped:

@@ -106,7 +106,8 @@ class LiveSession:
         self.recorder: RecordingWriter | None = None
         self.summary: TrafficSummary | None = None
         self.final: Snapshot | None = None
-        self.records: list[RequestRecord] = []  # kept for cross-checks, gates and the report
+        # Kept for cross-checks and the report (not in the all-day lab; the recorder has them).
+        self.records: list[RequestRecord] = []
         self.samples: list[ServerSample] = []
         self.events: list[Event] = []
         self.gpu_peak: dict[int, GpuMemory] = {}
@@ -205,7 +206,8 @@ class LiveSession:
     # -- data flow -------------------------------------------------------------------------------
 
     def _on_records(self, records: list[RequestRecord]) -> None:
-        self.records.extend(records)
+        if self.options.keep_records:
+            self.records.extend(records)
         self.aggregator.add_records(records)
         if self.recorder is not None:
             self.recorder.write_records(records)
@@ -252,7 +254,8 @@ class LiveSession:
 
     def _take_samples(self, samples: list[ServerSample]) -> None:
         for sample in samples:
-            self.samples.append(sample)
+            if self.options.keep_records:
+                self.samples.append(sample)
             self.aggregator.add_server_sample(sample)
             self._watch_up(sample)
         if self.recorder is not None and samples:

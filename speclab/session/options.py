@@ -35,6 +35,7 @@ class RunOptions:
     variants: tuple[str, ...] | None = None
     force: bool = False
     drain_timeout_s: float = 10.0
+    keep_records: bool = True  # False for the all-day lab: memory stays bounded
 
 
 def load_scenario(name_or_path: str | Path) -> tuple[Scenario, Path]:
