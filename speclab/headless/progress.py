@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from speclab.model.names import Metric
-from speclab.model.snapshot import Snapshot
+from typing import Any
+
+from speclab.model.names import INTERVAL_S, Metric
+from speclab.model.snapshot import Snapshot, VariantStats
 
 
 def _ms(us: int | None) -> str:
@@ -34,3 +36,21 @@ def progress_line(snap: Snapshot) -> str:
     if snap.paused:
         parts.append("PAUSED")
     return " | ".join(parts)
+
+
+def interval_row(index: int, stats: dict[str, VariantStats], saturated: bool) -> dict[str, Any]:
+    """One closed 1 s interval for the report's timeline (``t`` = its end on the run clock)."""
+    variants: dict[str, Any] = {}
+    for name, vstats in stats.items():
+        total = vstats.total
+        e2e = total.latency.get(Metric.E2E_CORRECTED.value)
+        p99 = e2e.p99 if e2e is not None else None
+        variants[name] = {
+            "requests": total.requests,
+            "output_tokens": total.output_tokens,
+            "errors": total.error_count,
+            "acceptance_length": total.acceptance.acceptance_length,
+            "rejection_rate": total.acceptance.rejection_rate,
+            "e2e_p99_ms": None if p99 is None else round(p99 / 1000, 3),
+        }
+    return {"interval": index, "t": (index + 1) * INTERVAL_S, "client_saturated": saturated, "variants": variants}

@@ -240,6 +240,23 @@ def render_markdown(report: dict[str, Any]) -> str:
         if rows:
             lines += ["", f"## {title}", ""]
             lines += _table(rows)
+    timeline = report.get("timeline") or []
+    if timeline:
+        lines += ["", "## Per interval (1 s): where the spikes were", ""]
+        lines += ["| variant | intervals | worst e2e p99 ms (at) | peak rejection (at) | requests/s min–max |",
+                  "|---|---|---|---|---|"]
+        for vname in report["variants"]:
+            rows = [(r["t"], r["variants"][vname]) for r in timeline if vname in r["variants"]]
+            p99 = [(v["e2e_p99_ms"], t) for t, v in rows if v["e2e_p99_ms"] is not None]
+            rej = [(v["rejection_rate"], t) for t, v in rows if v["rejection_rate"] is not None]
+            rps = [v["requests"] for _, v in rows]
+            worst = max(p99) if p99 else None
+            peak = max(rej) if rej else None
+            lines.append(
+                f"| {vname} | {len(rows)} | {_fmt(worst[0]) + f' (t={worst[1]:.0f}s)' if worst else '–'}"
+                f" | {_pct(peak[0]) + f' (t={peak[1]:.0f}s)' if peak else '–'}"
+                f" | {min(rps) if rps else '–'}–{max(rps) if rps else '–'} |"
+            )
     for section in ("crosscheck", "gates"):
         items = report.get(section)
         if items:

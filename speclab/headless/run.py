@@ -16,7 +16,7 @@ from speclab.servers.memory import memory_table
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
 
-from .progress import progress_line
+from .progress import interval_row, progress_line
 from .report import build_report, write_report
 
 SATURATED_LIMIT = 0.5  # more than this share of intervals saturated: the measurement is invalid
@@ -75,7 +75,8 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         loop.add_signal_handler(signal.SIGTERM, interrupted.set)
     try:
         await session.ensure_started()
-        final = await _follow(session, interrupted, out)
+        timeline: list[dict[str, Any]] = []
+        final = await _follow(session, interrupted, out, timeline)
     except BaseException:
         await session.stop("failed")
         raise
@@ -90,7 +91,7 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         print(f"warning: acceptance cross-check: {c.message}", file=out)
     if options.report_dir is not None:
         report = build_report(session.info, final, servers=session.servers(), command="run",
-                              extra=report_extra(session, code, reason))
+                              extra={**report_extra(session, code, reason), "timeline": timeline})
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
     if options.record_path is not None:
@@ -99,8 +100,10 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     return code
 
 
-async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO) -> Snapshot:
-    """Print a line per closed interval until the run ends or is interrupted; return the final snapshot."""
+async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO,
+                  timeline: list[dict[str, Any]]) -> Snapshot:
+    """Print a line per closed interval (and keep its row for the report's timeline) until the run
+    ends or is interrupted; return the final snapshot."""
     last_interval = -1
     stream = session.snapshots()
     stop_wait = asyncio.ensure_future(interrupted.wait())
@@ -119,12 +122,17 @@ async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO)
                 return await session.wait()
             for event in snap.events:
                 print(f"event t={event.t:.1f}s {event.kind}: {event.message}", file=out)
-            if snap.finished:
-                print(progress_line(snap), file=out, flush=True)
-                return snap
             if snap.interval > last_interval:
+                # Intervals closed between two snapshots (the final one closes the rest at once)
+                # come from the aggregator's stored intervals; the newest is in the snapshot.
+                for index in range(last_interval + 1, snap.interval):
+                    timeline.append(interval_row(index, session.aggregator.window(index, index),
+                                                 index in snap.saturated_intervals))
+                timeline.append(interval_row(snap.interval, snap.last_interval, snap.interval in snap.saturated_intervals))
                 last_interval = snap.interval
                 print(progress_line(snap), file=out, flush=True)
+            if snap.finished:
+                return snap
     finally:
         stop_wait.cancel()
         with contextlib.suppress(Exception):

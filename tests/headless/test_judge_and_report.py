@@ -74,3 +74,20 @@ def test_progress_line_and_markdown_carry_the_headline_metrics() -> None:
     assert qa["acceptance"]["rejection_rate"] == 0.25 and qa["acceptance"]["acceptance_length_distribution"] == [0, 16, 16]
     md = render_markdown(report)
     assert "SIMULATED" in md and "| k2 | qa | 8 | 0 | 2.50 | 25.0% | 4.0 |" in md
+
+
+def test_the_timeline_names_the_worst_interval_per_variant() -> None:
+    from speclab.headless.progress import interval_row
+
+    records = [_record(i, t=0.2 + i) for i in range(3)]
+    slow = _record(9, t=1.3)
+    slow.done = slow.last_token = 1.3 + 0.9  # finishes in interval 2 with a 900 ms e2e
+    agg = Aggregator(["k2"], ["qa"])
+    agg.add_records([*records, slow])
+    final = agg.snapshot(4.0, finished=True)
+    timeline = [interval_row(i, agg.window(i, i), False) for i in range(final.interval + 1)]
+    assert [row["t"] for row in timeline] == [float(i + 1) for i in range(final.interval + 1)]
+    info = SessionInfo(lab="lab", scenario="sc", variants=("k2",), classes=("qa",), simulated=True)
+    report = build_report(info, final, servers={}, extra={"timeline": timeline})
+    md = render_markdown(report)
+    assert f"| k2 | {final.interval + 1} | 900" in md and "(t=3s)" in md
