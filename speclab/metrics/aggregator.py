@@ -12,6 +12,14 @@ The cumulative rates of a variant are over its measured traffic, taken from the 
 earliest intended time of a non-warm-up request to ``now`` (to the variant's last finish in the
 finished snapshot). The run clock's zero is not that start: worker start-up, warm-up by request
 count and, with ``--sequential``, the other variants' phases all come before it.
+
+An all-day session bounds memory with ``retain_intervals``: a closed interval's encoded histograms
+are dropped once it has been closed for ``retain_intervals`` intervals of run time. Nothing else
+changes: the cumulative view never reads stored intervals (it is kept live, late records included),
+so it stays exactly what keeping everything gives; ``window`` and ``iter_closed_intervals`` refuse,
+with a ValueError, to answer for dropped intervals rather than quietly answer for fewer. Timing the
+drop from when an interval closed (not from its index) means a consumer that reads after every
+tick, like the recorder, sees each interval even when one tick closes many.
 """
 
 from __future__ import annotations
@@ -49,11 +57,16 @@ class _ClosedInterval:
     index: int
     start_s: float
     end_s: float
+    closed_at: float  # run time when it closed; retention counts from here
     cells: dict[Key, _StoredCell] = field(default_factory=dict)
 
 
 class Aggregator:
-    """``warmup_s`` is kept for callers only: warm-up is decided per request (``RequestRecord.warmup``)."""
+    """``warmup_s`` is kept for callers only: warm-up is decided per request (``RequestRecord.warmup``).
+
+    ``retain_intervals``: None keeps every closed interval (recording, replay and reports rely on
+    that); N keeps each for N × ``interval_s`` of run time after it closes, i.e. the newest N or so.
+    """
 
     def __init__(
         self,
@@ -64,19 +77,24 @@ class Aggregator:
         simulated: bool = True,
         warmup_s: float = 0.0,
         close_delay_s: float = 0.5,
+        retain_intervals: int | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
+        if retain_intervals is not None and retain_intervals < 1:
+            raise ValueError("retain_intervals must be at least 1, or None to keep every interval")
         self.variants: list[str] = list(variants)
         self.classes: list[str] = list(classes)
         self.interval_s = interval_s
         self.simulated = simulated
         self.warmup_s = warmup_s
         self.close_delay_s = close_delay_s
+        self.retain_intervals = retain_intervals
         self._pool = HistogramPool()
         self._open: dict[int, _OpenInterval] = {}
         self._closed: list[_ClosedInterval] = []
         self._next_close = 0  # index of the oldest interval not yet closed
+        self._dropped_below = 0  # closed intervals with a smaller index were dropped by retention
         self._cumulative: dict[Key, Cell] = {}
         self._measured_span: dict[str, tuple[float, float]] = {}  # variant -> (first intended, last finish)
         self._dirty: set[Key] = set()
@@ -143,6 +161,7 @@ class Aggregator:
         limit = math.floor((now - self.close_delay_s) / self.interval_s)  # intervals < limit are closable
         while self._next_close < limit:
             self._close(self._next_close, (self._next_close + 1) * self.interval_s)
+        self._drop_expired()
 
     def finish(self, now: float) -> None:
         """Close everything up to ``now``, the last interval possibly shorter than the others."""
@@ -151,12 +170,13 @@ class Aggregator:
         while self._next_close <= last:
             index = self._next_close
             self._close(index, max(min((index + 1) * self.interval_s, now), index * self.interval_s))
+        self._drop_expired()
 
     def _close(self, index: int, end_s: float) -> None:
         interval = self._open.pop(index, _OpenInterval(index))
         start_s = index * self.interval_s
         window = end_s - start_s
-        closed = _ClosedInterval(index, start_s, end_s)
+        closed = _ClosedInterval(index, start_s, end_s, self._now)
         for key, cell in interval.measured.items():
             closed.cells[key] = _StoredCell(
                 cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
@@ -167,13 +187,25 @@ class Aggregator:
         self._closed.append(closed)
         self._next_close = index + 1
 
+    def _drop_expired(self) -> None:
+        if self.retain_intervals is None:
+            return
+        horizon = self._now - self.retain_intervals * self.interval_s
+        drop = 0
+        while drop < len(self._closed) and self._closed[drop].closed_at <= horizon:
+            drop += 1
+        if drop:
+            self._dropped_below = self._closed[drop - 1].index + 1
+            del self._closed[:drop]
+
     def _add_late(self, index: int, key: Key, record: RequestRecord) -> None:
         self.late_records += 1
         if record.warmup:
             return
-        closed = self._closed[index - self._closed[0].index] if self._closed else None
-        if closed is None or closed.index != index:
-            return
+        offset = index - self._closed[0].index if self._closed else -1
+        if offset < 0:
+            return  # dropped by retention: the cumulative view already has it
+        closed = self._closed[offset]
         stored = closed.cells.setdefault(key, _StoredCell(Counts(), {}))
         cell = Cell(stored.counts, {m: e.decode() for m, e in stored.hists.items()})
         cell.add_record(record, self._pool)
@@ -201,7 +233,15 @@ class Aggregator:
         )
 
     def window(self, start_interval: int, end_interval: int) -> dict[str, VariantStats]:
-        """Stats over closed intervals ``start_interval..end_interval`` (inclusive), warm-up excluded."""
+        """Stats over closed intervals ``start_interval..end_interval`` (inclusive), warm-up excluded.
+
+        Raises ValueError when the range reaches intervals already dropped by ``retain_intervals``.
+        """
+        if start_interval < self._dropped_below:
+            raise ValueError(
+                f"window({start_interval}, {end_interval}): intervals before {self._dropped_below} are no "
+                f"longer kept (retain_intervals={self.retain_intervals}); the cumulative view still counts them"
+            )
         chosen = [c for c in self._closed if start_interval <= c.index <= end_interval]
         merged: dict[Key, Cell] = {}
         for closed in chosen:
@@ -221,7 +261,19 @@ class Aggregator:
     def iter_closed_intervals(
         self, since: int = -1
     ) -> Iterator[tuple[int, float, float, str, EncodedHistogram]]:
-        """Closed intervals with index > ``since``, one item per (metric, class, variant) histogram."""
+        """Closed intervals with index > ``since``, one item per (metric, class, variant) histogram.
+
+        Raises ValueError (before yielding anything) when some of those were already dropped by
+        ``retain_intervals``: the caller read too rarely, and a silent gap would corrupt a recording.
+        """
+        if since + 1 < self._dropped_below:
+            raise ValueError(
+                f"intervals {since + 1}..{self._dropped_below - 1} were dropped (retain_intervals="
+                f"{self.retain_intervals}) before being read; read at least every {self.retain_intervals} intervals"
+            )
+        return self._iter_closed(since)
+
+    def _iter_closed(self, since: int) -> Iterator[tuple[int, float, float, str, EncodedHistogram]]:
         for closed in self._closed:
             if closed.index <= since:
                 continue
@@ -232,6 +284,16 @@ class Aggregator:
     @property
     def last_closed_interval(self) -> int:
         return self._next_close - 1
+
+    @property
+    def first_retained_interval(self) -> int:
+        """The oldest interval index ``window`` and ``iter_closed_intervals`` still answer for."""
+        return self._dropped_below
+
+    @property
+    def stored_intervals(self) -> int:
+        """How many closed intervals are stored (encoded); bounded when ``retain_intervals`` is set."""
+        return len(self._closed)
 
     @classmethod
     def from_records(
