@@ -4,8 +4,10 @@ Snapshots carry the cumulative stats and the last closed interval; the app keeps
 closed interval is taken once (snapshots arrive at 4 Hz, intervals close at 1 Hz), which gives the
 time series and, because counts add up exactly, per-config windows for the A/B view: when a
 variant is relaunched its window so far becomes "previous" and a new one starts, each with the
-baseline's numbers over the very same intervals (the same traffic). Percentiles do not add, so a
-window reports mean latency (exact, from count-weighted means) and its worst 1 s p99.
+baseline's numbers over the very same intervals (the same traffic). Windows keep these sums per
+prompt class as well as for all classes, since a draft length can help one class and hurt another.
+Percentiles do not add, so a window reports mean latency (exact, from count-weighted means) and its
+worst 1 s p99.
 No Textual here: the state is tested on its own.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from speclab.model.names import Metric
 from speclab.model.records import Event
-from speclab.model.snapshot import ClassStats, Snapshot
+from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot, VariantStats
 from speclab.session.api import ServerView, SessionInfo
 
 RELAUNCH_KIND = "relaunch"
@@ -121,15 +123,46 @@ class Totals:
 
 @dataclass(slots=True)
 class ConfigWindow:
-    """One variant under one config, with the baseline over the same intervals."""
+    """One variant under one config, with the baseline over the same intervals, per prompt class.
+
+    ``own_by_class`` and ``baseline_by_class`` are keyed by class name and ``ALL_CLASSES``.
+    """
 
     variant: str
     config: dict[str, Any]
     start_t: float
-    own: Totals = field(default_factory=Totals)
-    baseline: Totals = field(default_factory=Totals)
+    own_by_class: dict[str, Totals] = field(default_factory=dict)
+    baseline_by_class: dict[str, Totals] = field(default_factory=dict)
     end_t: float | None = None
     cause: str = "start"
+
+    @property
+    def own(self) -> Totals:
+        return self.own_by_class.get(ALL_CLASSES) or Totals()
+
+    @property
+    def baseline(self) -> Totals:
+        return self.baseline_by_class.get(ALL_CLASSES) or Totals()
+
+    def totals(self, prompt_class: str) -> tuple[Totals | None, Totals | None]:
+        """(this variant, the baseline) for one class, or ``None`` where nothing was taken."""
+        return self.own_by_class.get(prompt_class), self.baseline_by_class.get(prompt_class)
+
+    def add(self, own: VariantStats, base: VariantStats | None) -> None:
+        """Take one closed interval of every class (a class absent from it counts as idle)."""
+        _add_classes(self.own_by_class, own)
+        if base is not None:
+            _add_classes(self.baseline_by_class, base)
+
+
+def _add_classes(by_class: dict[str, Totals], stats: VariantStats) -> None:
+    total = stats.total
+    idle = ClassStats(window_s=total.window_s)
+    before = by_class.get(ALL_CLASSES)
+    for name in by_class.keys() | stats.classes.keys():
+        if name not in by_class:  # first seen now: it was idle over the intervals taken so far
+            by_class[name] = Totals(intervals=before.intervals, window_s=before.window_s) if before else Totals()
+        by_class[name].add(stats.classes.get(name, total if name == ALL_CLASSES else idle))
 
 
 def pick_baseline(info: SessionInfo, views: Mapping[str, ServerView]) -> str:
@@ -159,6 +192,7 @@ class LabState:
         self.windows: dict[str, ConfigWindow] = {}
         self.previous: dict[str, ConfigWindow] = {}
         self.configs: dict[str, dict[str, Any]] = {}
+        self.windows_revision = 0  # bumped when windows/previous change: views redraw only then
 
     def set_servers(self, views: Mapping[str, ServerView]) -> None:
         """Learn the baseline and each variant's launched settings (before the first window opens)."""
@@ -179,6 +213,7 @@ class LabState:
                 self._relaunch(event)
 
     def _take_interval(self, snapshot: Snapshot) -> None:
+        self.windows_revision += 1
         base = snapshot.last_interval.get(self.baseline)
         for variant, stats in snapshot.last_interval.items():
             total = stats.total
@@ -195,10 +230,7 @@ class LabState:
                 errors=total.error_count,
             )
             self.history.setdefault(variant, deque(maxlen=HISTORY_LIMIT)).append(point)
-            window = self.window(variant, snapshot.t)
-            window.own.add(total)
-            if base is not None:
-                window.baseline.add(base.total)
+            self.window(variant, snapshot.t).add(stats, base)
 
     def window(self, variant: str, t: float = 0.0) -> ConfigWindow:
         if variant not in self.windows:
@@ -208,6 +240,7 @@ class LabState:
     def _relaunch(self, event: Event) -> None:
         variant = event.variant or ""
         changes = dict(event.data.get("changes") or {})
+        self.windows_revision += 1
         current = self.window(variant, event.t)
         config = {**current.config, **changes}
         self.configs[variant] = config

@@ -56,3 +56,8 @@ def test_ab_view_after_relaunch_120x40(snap_compare: Any) -> None:
 def test_latency_view_side_by_side_80x24(snap_compare: Any) -> None:
     app, source = frozen_app()
     assert snap_compare(app, terminal_size=(80, 24), run_before=all_snapshots_in(source, "o"))
+
+
+def test_ab_view_one_class_120x40(snap_compare: Any) -> None:
+    app, source = frozen_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source, "v", "5", "p", "p", "p"))

@@ -113,6 +113,7 @@ class LabScreen(Screen[None]):
         self.view = ViewOptions(variant=(speculative or list(info.variants) or [""])[0])
         self.status = StatusLine(info, controls="live" if controls else NO_CONTROLS)
         self.traffic_paused = False
+        self._ab_shown: tuple[str, str, bool, int] | None = None
 
     def compose(self) -> ComposeResult:
         info = self.source.info
@@ -227,13 +228,12 @@ class LabScreen(Screen[None]):
         self.query_one(MemoryTable).show(views, self.state.baseline)
 
     def _show_ab(self) -> None:
-        variant = self.view.variant
+        variant, prompt_class = self.view.variant, self.view.prompt_class
         current = self.state.windows.get(variant)
         previous = self.state.previous.get(variant)
-        title = self.query_one("#ab-title", Static)
-        note = self.query_one("#ab-note", Static)
+        scope = "all classes" if prompt_class == ALL_CLASSES else prompt_class
         if variant == self.state.baseline:
-            title.update(f"{variant} is the baseline — press v to pick a speculative variant to compare")
+            title = f"{variant} is the baseline — press v to pick a speculative variant to compare"
         else:
             prev = (
                 f"previous {config_label(previous.config)} (t {previous.start_t:.0f}–{previous.end_t or 0:.0f} s)"
@@ -241,13 +241,13 @@ class LabScreen(Screen[None]):
                 else "no relaunch yet, so no previous config"
             )
             cur = f"current {config_label(current.config)} (t {current.start_t:.0f} s–now)" if current else ""
-            title.update(f"{variant}, all classes: {prev}  →  {cur}")
-        note.update(
-            "Each window is compared with the baseline over the same intervals (same traffic). "
-            "Means are exact over the window; percentiles do not add across intervals, so the p99 "
-            "row is the worst 1 s interval."
-        )
-        self.query_one(ABTable).show(previous, current, self.view.corrected)
+            title = f"{variant}, {scope}: {prev}  →  {cur}"
+        _update(self.query_one("#ab-title", Static), title)
+        _update(self.query_one("#ab-note", Static), ab_note(prompt_class))
+        shown = (variant, prompt_class, self.view.corrected, self.state.windows_revision)
+        if shown != self._ab_shown:  # the windows change once per closed interval, not per snapshot
+            self._ab_shown = shown
+            self.query_one(ABTable).show(previous, current, self.view.corrected, prompt_class)
 
     # -- view actions ------------------------------------------------------------------------
 
@@ -389,6 +389,26 @@ class LabScreen(Screen[None]):
             return
         summary = ", ".join(f"{k}={v}" for k, v in changes.items())
         await self._call("relaunch", self.controls.relaunch(variant, changes), f"relaunching {variant}: {summary}")
+
+
+def ab_note(prompt_class: str) -> str:
+    """What the A/B rows are over, and the key that narrows them to one prompt class."""
+    scope = (
+        "All classes together; press p to compare one prompt class."
+        if prompt_class == ALL_CLASSES
+        else f"Only {prompt_class} requests, on both sides; p: next class."
+    )
+    return (
+        f"{scope} Each window is compared with the baseline over the same intervals (same traffic). "
+        "Means are exact over the window; percentiles do not add across intervals, so the p99 "
+        "row is the worst 1 s interval."
+    )
+
+
+def _update(widget: Static, text: str) -> None:
+    """Set a Static's text only when it changed (an update always asks for a layout pass)."""
+    if str(widget.content) != text:
+        widget.update(text)
 
 
 def _next(options: tuple[Any, ...], current: Any) -> Any:

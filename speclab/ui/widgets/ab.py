@@ -2,7 +2,8 @@
 
 Each config window carries the baseline's numbers over exactly the same intervals, so "vs
 baseline" compares like with like. Previous and current ran at different times (possibly under a
-different offered load), which is why each has its own baseline column.
+different offered load), which is why each has its own baseline column. The rows are for the
+selected prompt class (or all classes): a draft length that helps one class can hurt another.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from textual.widgets import DataTable
 
+from speclab.model.snapshot import ALL_CLASSES
 from speclab.ui import fmt
 from speclab.ui.state import ConfigWindow, Totals
 
@@ -47,14 +49,19 @@ def _f(v: int | None) -> float | None:
 
 
 def ab_cells(
-    previous: ConfigWindow | None, current: ConfigWindow | None, corrected: bool
+    previous: ConfigWindow | None,
+    current: ConfigWindow | None,
+    corrected: bool,
+    prompt_class: str = ALL_CLASSES,
 ) -> dict[str, tuple[str, ...]]:
+    prev_own, prev_base_t = previous.totals(prompt_class) if previous else (None, None)
+    cur_own, cur_base_t = current.totals(prompt_class) if current else (None, None)
     out: dict[str, tuple[str, ...]] = {}
     for key, label, get, show in rows(corrected):
-        prev = get(previous.own) if previous else None
-        prev_base = get(previous.baseline) if previous else None
-        cur = get(current.own) if current else None
-        cur_base = get(current.baseline) if current else None
+        prev = get(prev_own) if prev_own is not None else None
+        prev_base = get(prev_base_t) if prev_base_t is not None else None
+        cur = get(cur_own) if cur_own is not None else None
+        cur_base = get(cur_base_t) if cur_base_t is not None else None
         out[key] = (
             label,
             show(prev),
@@ -76,8 +83,14 @@ class ABTable(DataTable[str]):
         for key, label in COLUMNS:
             self.add_column(label, key=key)
 
-    def show(self, previous: ConfigWindow | None, current: ConfigWindow | None, corrected: bool) -> None:
-        for key, cells in ab_cells(previous, current, corrected).items():
+    def show(
+        self,
+        previous: ConfigWindow | None,
+        current: ConfigWindow | None,
+        corrected: bool,
+        prompt_class: str = ALL_CLASSES,
+    ) -> None:
+        for key, cells in ab_cells(previous, current, corrected, prompt_class).items():
             if key not in self._cache:
                 self.add_row(*cells, key=key)
             elif cells != self._cache[key]:
