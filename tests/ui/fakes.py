@@ -222,7 +222,7 @@ def server_sample(variant: str, t: float, interval: int) -> ServerSample:
 
 
 def server_views() -> dict[str, ServerView]:
-    views = {}
+    views: dict[str, ServerView] = {}
     for variant in VARIANTS:
         k = K[variant]
         spec = f" --speculative-config '{{\"method\":\"draft_model\",\"model\":\"sim-0.5b\",\"num_speculative_tokens\":{k}}}'" if k else ""

@@ -267,6 +267,7 @@ async def test_ab_view_compares_previous_and_current_config_of_the_relaunched_va
         cur = app.state.windows["k4"].own
         assert table.cell_text("requests", "prev") == str(prev.requests)
         assert table.cell_text("requests", "cur") == str(cur.requests)
+        assert cur.rejection_rate is not None
         assert table.cell_text("rej", "cur") == f"{cur.rejection_rate * 100:.1f}%"
         assert table.cell_text("rej", "cur_base") == "—"
 
