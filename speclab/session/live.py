@@ -42,6 +42,9 @@ from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 
 
+LAB_RETAIN_INTERVALS = 600
+
+
 @contextlib.contextmanager
 def real_stdio() -> Iterator[None]:
     """Process stdio while worker processes spawn: a front end (Textual) may have replaced
@@ -98,8 +101,11 @@ class LiveSession:
             arrival=self._arrival_facts(),
         )
         self.run_start = clock()
-        self.aggregator = Aggregator(self.variants, self.classes, interval_s=INTERVAL_S,
-                                     simulated=self.simulated, warmup_s=self.plan.warmup_s)
+        # The all-day lab keeps ten minutes of closed intervals (~15 MB); the cumulative view
+        # still counts everything. Headless runs keep all of them for the report's timeline.
+        self.aggregator = Aggregator(self.variants, self.classes, interval_s=INTERVAL_S, simulated=self.simulated,
+                                     warmup_s=self.plan.warmup_s,
+                                     retain_intervals=None if options.keep_records else LAB_RETAIN_INTERVALS)
         self.servers_running: dict[str, RunningServer] = {}
         self.manager: ServerManager | None = None
         self.runner: TrafficRunner | None = None
