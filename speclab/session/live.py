@@ -41,7 +41,6 @@ from speclab.traffic.schedule import Plan, build_plan
 from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 
-
 LAB_RETAIN_INTERVALS = 600
 
 
