@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from speclab.model.acceptance import rejection_rate
 from speclab.model.gates import AcceptanceFloors, CanaryGate
 from speclab.model.names import INTERVAL_S
 from speclab.model.records import RequestRecord
@@ -31,7 +32,8 @@ class RejectionSeries:
 
     @property
     def rejection_pct(self) -> float | None:
-        return 100.0 * (1.0 - self.accepted / self.drafted) if self.drafted else None
+        rate = rejection_rate(self.accepted, self.drafted)
+        return None if rate is None else 100.0 * rate
 
     def interval_rejection_pct(self, min_drafted: int) -> dict[int, float]:
         return {i: 100.0 * (1.0 - a / d) for i, (d, a) in sorted(self.per_interval.items()) if d >= min_drafted}

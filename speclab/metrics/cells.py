@@ -8,9 +8,10 @@ all sums of cells. Rates are computed only when a ``ClassStats`` is built: ratio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from speclab.model.acceptance import add_histogram
 from speclab.model.names import CountSource, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
@@ -75,7 +76,7 @@ class Counts:
             self.steps += spec.steps
             self.drafted += spec.drafted
             self.accepted += spec.accepted
-            _add_into(self.accept_histogram, spec.histogram)
+            add_histogram(self.accept_histogram, spec.histogram)
             if spec.source == CountSource.EXACT.value:
                 self.spec_exact += 1
             else:
@@ -95,7 +96,7 @@ class Counts:
         self.steps += other.steps
         self.drafted += other.drafted
         self.accepted += other.accepted
-        _add_into(self.accept_histogram, other.accept_histogram)
+        add_histogram(self.accept_histogram, other.accept_histogram)
         self.spec_exact += other.spec_exact
         self.spec_estimated += other.spec_estimated
         self.structured_total += other.structured_total
@@ -126,13 +127,6 @@ class Counts:
             histogram=tuple(self.accept_histogram),
             source=source,
         )
-
-
-def _add_into(target: list[int], other: Sequence[int]) -> None:
-    if len(other) > len(target):
-        target.extend([0] * (len(other) - len(target)))
-    for j, n in enumerate(other):
-        target[j] += n
 
 
 class HistogramPool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from speclab.model.acceptance import add_histogram, steps_accepting_position
 from speclab.model.names import CountSource
 from speclab.model.records import RequestRecord, ServerSample
 
@@ -35,12 +36,7 @@ class SpecTotals:
             drafts += spec.steps
             draft_tokens += spec.drafted
             accepted += spec.accepted
-            # steps accepting exactly j drafts accepted every position below j
-            while len(positions) < len(spec.histogram) - 1:
-                positions.append(0)
-            for j, n in enumerate(spec.histogram):
-                for i in range(j):
-                    positions[i] += n
+            add_histogram(positions, steps_accepting_position(spec.histogram))
         return cls(float(drafts), float(draft_tokens), float(accepted), tuple(float(n) for n in positions))
 
     @classmethod

@@ -11,6 +11,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from . import acceptance
+
 
 @dataclass(slots=True)
 class SpecCounts:
@@ -25,11 +27,11 @@ class SpecCounts:
 
     @property
     def acceptance_length(self) -> float | None:
-        return 1.0 + self.accepted / self.steps if self.steps else None
+        return acceptance.acceptance_length(self.steps, self.accepted)
 
     @property
     def acceptance_rate(self) -> float | None:
-        return self.accepted / self.drafted if self.drafted else None
+        return acceptance.acceptance_rate(self.accepted, self.drafted)
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import acceptance
 from .names import PERCENTILE_POINTS
 from .records import Event, ServerSample
 
@@ -59,16 +60,15 @@ class AcceptanceStats:
 
     @property
     def acceptance_length(self) -> float | None:
-        return 1.0 + self.accepted / self.steps if self.steps else None
+        return acceptance.acceptance_length(self.steps, self.accepted)
 
     @property
     def acceptance_rate(self) -> float | None:
-        return self.accepted / self.drafted if self.drafted else None
+        return acceptance.acceptance_rate(self.accepted, self.drafted)
 
     @property
     def rejection_rate(self) -> float | None:
-        rate = self.acceptance_rate
-        return None if rate is None else 1.0 - rate
+        return acceptance.rejection_rate(self.accepted, self.drafted)
 
     @property
     def verifications_per_request(self) -> float | None:
@@ -79,10 +79,7 @@ class AcceptanceStats:
         """P(draft position i accepted) = steps accepting > i drafts / steps (prefix acceptance)."""
         if not self.steps or not self.histogram:
             return ()
-        out = []
-        for i in range(len(self.histogram) - 1):
-            out.append(sum(self.histogram[i + 1 :]) / self.steps)
-        return tuple(out)
+        return tuple(n / self.steps for n in acceptance.steps_accepting_position(self.histogram))
 
 
 @dataclass(frozen=True, slots=True)

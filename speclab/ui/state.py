@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from speclab.model.acceptance import acceptance_length, add_histogram, rejection_rate
 from speclab.model.names import Metric
 from speclab.model.records import Event
 from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot, VariantStats
@@ -75,10 +76,7 @@ class Totals:
         self.steps += acc.steps
         self.drafted += acc.drafted
         self.accepted += acc.accepted
-        if len(acc.histogram) > len(self.histogram):
-            self.histogram.extend([0] * (len(acc.histogram) - len(self.histogram)))
-        for j, n in enumerate(acc.histogram):
-            self.histogram[j] += n
+        add_histogram(self.histogram, acc.histogram)
         self.structured_total += stats.structured_total
         self.structured_failed += stats.structured_failed
         e2e = stats.latency.get(Metric.E2E.value)
@@ -93,11 +91,11 @@ class Totals:
 
     @property
     def acceptance_length(self) -> float | None:
-        return 1.0 + self.accepted / self.steps if self.steps else None
+        return acceptance_length(self.steps, self.accepted)
 
     @property
     def rejection_rate(self) -> float | None:
-        return 1.0 - self.accepted / self.drafted if self.drafted else None
+        return rejection_rate(self.accepted, self.drafted)
 
     @property
     def structured_failure_rate(self) -> float | None:
