@@ -53,6 +53,7 @@ from .accept_context import AcceptContext
 from .accept_correctness import equivalence_stage, golden_stage, structured_stage, tokenizer_stage
 from .accept_load import canary_stage, latency_stage, stress_stage
 from .api import ServerView, SessionInfo
+from .live import server_view
 
 CANARY_SCENARIO = "mixed"
 GOLDEN_DIR = BUNDLED / "scenarios" / "golden"
@@ -217,11 +218,7 @@ class _Run:
         return paths
 
     def _server_views(self) -> dict[str, ServerView]:
-        return {
-            name: ServerView(variant=name, status=s.status, command=s.command, base_url=s.base_url, engine=s.engine,
-                             settings=dict(s.settings), memory=s.memory.as_dict(), baseline=s.baseline)
-            for name, s in self.ctx.servers.items()
-        }
+        return {name: server_view(s, log_lines=0) for name, s in self.ctx.servers.items()}
 
 
 async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) -> ExitCode:

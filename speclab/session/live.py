@@ -44,6 +44,15 @@ from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 LAB_RETAIN_INTERVALS = 600
 
 
+def server_view(server: RunningServer, log_lines: int = 40) -> ServerView:
+    """What a front end or report shows of a launched (or attached) server; no secrets."""
+    return ServerView(
+        variant=server.variant, status=server.status, command=server.command, base_url=server.base_url,
+        engine=server.engine, settings=dict(server.settings), memory=server.memory.as_dict(),
+        log_tail=server.log_tail[-log_lines:] if log_lines else (), baseline=server.baseline,
+    )
+
+
 @contextlib.contextmanager
 def real_stdio() -> Iterator[None]:
     """Process stdio while worker processes spawn: a front end (Textual) may have replaced
@@ -351,13 +360,7 @@ class LiveSession:
             self._subscribers.remove(queue)
 
     def servers(self) -> dict[str, ServerView]:
-        views = {}
-        for name, s in self.servers_running.items():
-            views[name] = ServerView(
-                variant=name, status=s.status, command=s.command, base_url=s.base_url, engine=s.engine,
-                settings=dict(s.settings), memory=s.memory.as_dict(), log_tail=s.log_tail[-40:], baseline=s.baseline,
-            )
-        return views
+        return {name: server_view(s) for name, s in self.servers_running.items()}
 
     @property
     def stopped(self) -> bool:
