@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from speclab.cli.commands import run_options
 from speclab.session.live import LiveSession
+from speclab.traffic.health import percentile
 
 
 def _lags_ms(session: LiveSession) -> list[float]:
@@ -28,9 +29,7 @@ def _lags_ms(session: LiveSession) -> list[float]:
 
 
 def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    return values[min(len(values) - 1, int(q / 100.0 * len(values)))]
+    return percentile(values, q) if values else float("nan")
 
 
 async def headless(opts: dict[str, object], scenario: str) -> LiveSession:
