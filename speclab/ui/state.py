@@ -157,9 +157,11 @@ def _add_classes(by_class: dict[str, Totals], stats: VariantStats) -> None:
     total = stats.total
     idle = ClassStats(window_s=total.window_s)
     before = by_class.get(ALL_CLASSES)
+    # Read before the loop: "all" is updated inside it, in set order.
+    taken = (before.intervals, before.window_s) if before is not None else (0, 0.0)
     for name in by_class.keys() | stats.classes.keys():
         if name not in by_class:  # first seen now: it was idle over the intervals taken so far
-            by_class[name] = Totals(intervals=before.intervals, window_s=before.window_s) if before else Totals()
+            by_class[name] = Totals(intervals=taken[0], window_s=taken[1])
         by_class[name].add(stats.classes.get(name, total if name == ALL_CLASSES else idle))
 
 
