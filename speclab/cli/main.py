@@ -139,6 +139,18 @@ def validate(files: tuple[str, ...]) -> None:
     _guard(lambda: validate_files(files))
 
 
+@cli.command("monitoring-kit")
+@click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="write into a non-empty DIR, overwriting the kit's own files")
+@click.option("--scrape-interval", default="15s", show_default=True, help="your Prometheus scrape interval")
+@click.option("--check", is_flag=True, help="then run promtool check rules and test rules on the kit")
+def monitoring_kit(directory: Path, force: bool, scrape_interval: str, check: bool) -> None:
+    """Write Prometheus rules, their promtool tests and a Grafana dashboard for vLLM servers into DIR."""
+    from speclab.cli.monitoring import write_monitoring_kit
+
+    _guard(lambda: write_monitoring_kit(directory, force=force, scrape_interval=scrape_interval, check=check))
+
+
 def main() -> None:
     cli(prog_name="speclab")
 
