@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from speclab.cli.main import cli
 from speclab.monitoring.kit import write_kit
 
 from .tools import PROMTOOL, needs_promtool
@@ -66,3 +68,12 @@ def test_a_broken_rule_fails_the_kits_tests(tmp_path: Path, mutation: str) -> No
     code, out = promtool(kit, "test", "rules", test_file)
     assert code != 0 and "FAILED" in out
     assert culprit in out, out[-3000:]
+
+
+def test_check_flag_runs_promtool_on_what_it_wrote(tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["monitoring-kit", str(tmp_path / "kit"), "--check"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[-2:] == [
+        "promtool check rules vllm-spec-decode-alerts.rules.yml vllm-spec-decode.rules.yml: ok",
+        "promtool test rules vllm-spec-decode-alerts.test.yml vllm-spec-decode.test.yml: ok",
+    ]
