@@ -2,10 +2,11 @@
 
 The recording test feeds two servers (one with two data-parallel engines) and checks every
 spec-decode ratio, per position, per server and per model, and each latency quantile and mean,
-against values computed from the synthetic rates. The alert test runs four servers for two hours:
-one whose rejection rate jumps (the spike alert must fire, with the rise in its description), one
-whose rate wanders inside a band (it must not), one with too little drafting to judge, and one whose
-acceptance length sits low from the start. Ratios are compared within 1e-9, since promtool compares
+against values computed from the synthetic rates. The alert test runs four servers for a baseline
+window and five spike windows (85 minutes at the default windows): one whose rejection rate jumps
+(the spike alert must fire, with the rise in its description, but neither before nor while pending),
+one whose rate swings inside a band (it must not), one with too little drafting to judge, and one
+whose acceptance length sits low from the start. Ratios are compared within 1e-9, since promtool compares
 floats bit for bit.
 """
 

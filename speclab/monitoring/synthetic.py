@@ -8,7 +8,7 @@ rate is Σaccepted / Σdrafted over the window, computed from the definitions ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from . import promql
@@ -46,11 +46,10 @@ class Server:
     engine: str
     segments: tuple[Segment, ...]
     model: str = MODEL
-    extra: dict[str, str] = field(default_factory=dict)
 
     def labels(self, **more: str) -> str:
         labels = {"job": JOB, "instance": self.instance, "model_name": self.model, "engine": self.engine,
-                  **self.extra, **more}
+                  **more}
         return ",".join(f'{k}="{v}"' for k, v in labels.items())
 
     def selector(self) -> str:
