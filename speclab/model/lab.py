@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .gateway import GatewaySection
 from .vllm_flags import REMOVED
 
 DraftMethod = Literal["draft_model", "eagle", "eagle3", "ngram", "mtp", "suffix"]
@@ -158,6 +159,7 @@ class Lab(_Strict):
     pair: Pair | None = None
     server: ServerDefaults = Field(default_factory=ServerDefaults)
     variants: list[Variant] = Field(min_length=1)
+    gateway: GatewaySection = Field(default_factory=GatewaySection)
 
     @model_validator(mode="after")
     def _check(self) -> Lab:
@@ -178,6 +180,9 @@ class Lab(_Strict):
                         f"CPU {self.draft.method} drafter; set it false or leave it unset"
                     )
         self._check_gpus()
+        problems = self.gateway.problems(tuple(names), self.baseline)
+        if problems:
+            raise ValueError(problems[0])
         return self
 
     def _check_gpus(self) -> None:
