@@ -66,6 +66,11 @@ class RequestRecord:
     # What was asked, for refire and output matching: {"prompt": str} or {"messages": [...]},
     # plus "endpoint" ("chat" | "completions"), "index" (position in the plan), optional "schema".
     prompt: dict[str, Any] = field(default_factory=dict)
+    # Through a gateway: the tenant and route (URL path) it was sent as, and the backend that
+    # answered (the gateway's X-Speclab-Backend response header); None when not known.
+    tenant: str | None = None
+    route: str | None = None
+    backend: str | None = None
 
     @property
     def ok(self) -> bool:

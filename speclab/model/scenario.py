@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from .errors import InputError
+from .gateway import DEFAULT_TENANT_HEADER, HEADER_RE, RESERVED_HEADERS, TENANT_RE
 from .loading import display_path, load_jsonl, load_toml, validate
 
 Endpoint = Literal["chat", "completions"]
@@ -133,6 +134,8 @@ class PromptClass(_Strict):
     stop: list[str] | str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     schema_file: str | None = None
+    tenant: str | None = None  # sent in the scenario's tenant_header; a gateway routes by it
+    headers: dict[str, str] = Field(default_factory=dict)  # extra request headers (never secrets)
 
     _items: list[PromptItem] | None = PrivateAttr(default=None)
 
@@ -144,6 +147,13 @@ class PromptClass(_Strict):
             raise ValueError("prompts_file: give prompts or prompts_file, not both")
         if self.schema_ is not None and self.schema_file is not None:
             raise ValueError("schema_file: give schema or schema_file, not both")
+        if self.tenant is not None and not TENANT_RE.match(self.tenant):
+            raise ValueError(f"tenant: 1-63 letters, digits, '.', '_' or '-', got {self.tenant!r}")
+        for name in self.headers:
+            if not HEADER_RE.match(name):
+                raise ValueError(f"headers.{name}: not an HTTP header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValueError(f"headers.{name}: set by speclab itself (an API key goes in --api-key-env)")
         return self
 
     @property
@@ -172,6 +182,7 @@ class Scenario(_Strict):
     warmup_s: float = Field(default=0.0, ge=0)
     warmup_requests: int = Field(default=0, ge=0)
     endpoint: Endpoint = "chat"
+    tenant_header: str = Field(default=DEFAULT_TENANT_HEADER, pattern=HEADER_RE.pattern)
     stall_timeout_s: float = Field(default=30.0, gt=0)
     request_timeout_s: float = Field(default=600.0, gt=0)
     arrival: Arrival
@@ -192,6 +203,9 @@ class Scenario(_Strict):
         for name in self.classes:
             if not name or any(c in name for c in " ,.=") :
                 raise ValueError(f"classes.{name}: class names may not contain spaces, commas, dots or '='")
+        for name, spec in self.classes.items():
+            if spec.tenant is not None and any(h.lower() == self.tenant_header.lower() for h in spec.headers):
+                raise ValueError(f"classes.{name}.headers: {self.tenant_header} comes from tenant; set one, not both")
         return self
 
     @property

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import jsonschema
 
+from speclab.model.gateway import BACKEND_HEADER
 from speclab.model.names import CountSource, ErrorKind
 from speclab.model.records import RequestRecord, SpecCounts
 
@@ -124,17 +125,20 @@ async def run_request(
     rec = RequestRecord(
         request_id=req.request_id, variant=target.variant, prompt_class=req.prompt_class,
         intended=intended, warmup=warmup, worker=worker, sampling=req.sampling, prompt=req.info,
+        tenant=req.tenant, route=PATHS[req.endpoint],
     )
     state = _Stream(rec, run_start, clock)
     try:
         body = json.dumps(build_body(req, target)).encode()
-        headers = {"Content-Type": "application/json", "X-Request-Id": req.request_id, **target.headers}
+        headers = {**req.headers, "Content-Type": "application/json", "X-Request-Id": req.request_id,
+                   **target.headers}
         url = target.base_url.rstrip("/") + PATHS[req.endpoint]
         rec.sent = clock() - run_start
         if on_sent is not None:
             on_sent(rec)
         async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:
             rec.http_status = resp.status
+            rec.backend = resp.headers.get(BACKEND_HEADER)
             if resp.status != 200:
                 raise _StreamError(_status_kind(resp.status), await _error_text(resp))
             await state.consume(resp)

@@ -35,6 +35,8 @@ class PlannedRequest:
     sampling: dict[str, Any]  # exactly the sampling fields sent (max_tokens, temperature, seed, ...)
     schema: dict[str, Any] | None
     info: dict[str, Any]  # RequestRecord.prompt: what was asked, for refire and output matching
+    tenant: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # the class's headers, the tenant's among them
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class ClassPlan:
     sampling: dict[str, Any]  # temperature/top_p/top_k/stop, and max_tokens when the class fixes it
     fixed_seed: int | None
     stochastic: bool
+    tenant: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,8 @@ class Plan:
             sampling=sampling,
             schema=schema,
             info=info,
+            tenant=chosen.tenant,
+            headers=chosen.headers,
         )
 
     def _total_weight(self) -> float:
@@ -371,4 +377,6 @@ def _class_plan(scenario: Scenario, name: str) -> ClassPlan:
         sampling=sampling,
         fixed_seed=spec.seed,
         stochastic=spec.stochastic,
+        tenant=spec.tenant,
+        headers={**spec.headers, **({scenario.tenant_header: spec.tenant} if spec.tenant else {})},
     )
