@@ -1,0 +1,146 @@
+"""Start a lab's servers and an HAProxy in front of them, and stop both on every path.
+
+HAProxy runs in the foreground (``-db``) under speclab's reaper, exactly as the servers do
+(``speclab.servers.process``), so it dies with speclab even after a SIGKILL. It is bound to
+127.0.0.1 on a free port, and is ready when its stats socket answers as HAProxy. The gateway
+package uses the servers package (the manager and the reaper); the servers never use the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from speclab.model.errors import InputError, ServerNotReadyError
+from speclab.model.lab import Lab
+from speclab.servers.argv import SIM_MODULE, Engine
+from speclab.servers.manager import RunningServer, ServerManager
+from speclab.servers.process import ServerProcess, free_port
+
+from .config import GatewayFiles, check_config, haproxy_version
+from .controller import EventSink, GatewayController
+from .files import write_production_files
+from .routing import RoutingTable
+from .runtime import RuntimeAPI
+from .state import GatewayState
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 20.0
+
+
+@dataclass
+class RunningGateway:
+    state: GatewayState
+    files: GatewayFiles
+    manager: ServerManager | None = None
+    process: ServerProcess | None = None
+    servers: dict[str, RunningServer] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.state.url
+
+    @property
+    def haproxy_exited(self) -> int | None:
+        return self.process.returncode if self.process else None
+
+    async def controller(self, *, clock: Callable[[], float] | None = None,
+                         sinks: list[EventSink] | None = None, write_files: bool = True) -> GatewayController:
+        return await GatewayController.open(report_dir=self.files.directory, clock=clock, sinks=sinks,
+                                            write_files=write_files)
+
+    async def stop(self) -> None:
+        """HAProxy first (no new requests reach a stopping server), then the servers."""
+        if self.process is not None:
+            with contextlib.suppress(Exception):
+                await self.process.stop()
+        if self.manager is not None:
+            with contextlib.suppress(Exception):
+                await self.manager.stop()
+
+    async def __aenter__(self) -> RunningGateway:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+async def start_gateway(
+    lab: Lab,
+    routing: RoutingTable,
+    *,
+    engine: Engine,
+    directory: Path,
+    haproxy: str,
+    port: int | None = None,
+    api_key: str | None = None,
+    ready_timeout: float | None = None,
+    sim_module: str | None = None,
+) -> RunningGateway:
+    """Servers for ``routing.variants``, then HAProxy; on any failure, everything started is stopped."""
+    files = GatewayFiles.in_directory(directory)
+    await _refuse_running(files)
+    files.directory.mkdir(parents=True, exist_ok=True)
+    files.events.write_text("", encoding="utf-8")
+    manager = ServerManager(lab, engine, log_dir=files.log_dir, api_key=api_key, ready_timeout=ready_timeout,
+                            sim_module=sim_module or SIM_MODULE)
+    gw = RunningGateway(state=GatewayState(lab="", url="", socket="", config="", tenants_map="", routes_map="",
+                                           servers={}, routing={}), files=files, manager=manager)
+    try:
+        gw.servers = await manager.start(routing.variants)
+        bind_port = port or free_port(HOST)
+        major, minor = haproxy_version(haproxy)
+        gw.state = GatewayState(
+            lab=lab.name, url=f"http://{HOST}:{bind_port}", socket=str(files.socket), config=str(files.config),
+            tenants_map=str(files.tenants_map), routes_map=str(files.routes_map),
+            servers={v: gw.servers[v].base_url for v in routing.variants}, routing=routing.to_dict(),
+            haproxy=haproxy, haproxy_version=f"{major}.{minor}", extra={"engine": engine},
+        )
+        write_production_files(gw.state, routing)
+        check_config(haproxy, files.config)
+        gw.process = ServerProcess("haproxy", [haproxy, "-db", "-f", str(files.config)], env={},
+                                   log_path=files.log_dir / "haproxy.log", base_url=gw.state.url, grace_s=5.0)
+        await gw.process.start()
+        info = await _wait_ready(gw.process, files.socket, READY_TIMEOUT_S)
+        gw.state.haproxy_pid = int(info.get("Pid") or 0) or gw.process.server_pid
+        gw.state.haproxy_version = info.get("Version", gw.state.haproxy_version)
+        gw.state.started_monotonic = time.monotonic()
+        gw.state.started_wall = time.time()
+        gw.state.write(files.state)
+    except BaseException:
+        await gw.stop()
+        raise
+    return gw
+
+
+async def _refuse_running(files: GatewayFiles) -> None:
+    if not files.socket.exists():
+        return
+    try:
+        async with RuntimeAPI(files.socket, timeout=2.0):
+            pass
+    except InputError:
+        return  # a stale socket of a gateway that has stopped
+    raise InputError(f"gateway: a gateway is already running with {files.directory} (socket {files.socket}); "
+                     "stop it or use another --report directory")
+
+
+async def _wait_ready(process: ServerProcess, socket: Path, timeout: float) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.returncode is not None:
+            await process.stop()
+            last = next((ln for ln in reversed(process.tail) if ln.strip()), "no output")
+            raise ServerNotReadyError(f"gateway: haproxy exited with status {process.returncode}: {last.strip()}")
+        if socket.exists():
+            with contextlib.suppress(InputError):
+                async with RuntimeAPI(socket, timeout=2.0) as api:
+                    return await api.info()
+        if time.monotonic() > deadline:
+            await process.stop()
+            raise ServerNotReadyError(f"gateway: haproxy's stats socket {socket} did not answer within {timeout:g} s")
+        await asyncio.sleep(0.05)
