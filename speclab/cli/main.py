@@ -5,41 +5,14 @@ Every user-visible failure is one line on stderr and an exit code from ``ExitCod
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from speclab.model.errors import SpeclabError
-from speclab.model.exit_codes import ExitCode
-
+from .base import DefaultGroup, _guard
+from .gateway import gateway
 from .options import attach_options, run_options
-
-
-class DefaultGroup(click.Group):
-    """A group whose first argument, when it is not a subcommand, goes to a default command."""
-
-    default_command = "open"
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
-            args = [self.default_command, *args]
-        return super().parse_args(ctx, args)
-
-
-def _guard(fn: Callable[[], int]) -> None:
-    """Run a command body: one clear line for known errors, 130 on Ctrl-C."""
-    try:
-        code = fn()
-    except SpeclabError as exc:
-        click.echo(f"speclab: error: {exc}", err=True)
-        sys.exit(int(exc.exit_code))
-    except KeyboardInterrupt:
-        click.echo("speclab: interrupted", err=True)
-        sys.exit(int(ExitCode.INTERRUPTED))
-    sys.exit(int(code))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -149,6 +122,9 @@ def monitoring_kit(directory: Path, force: bool, scrape_interval: str, check: bo
     from speclab.cli.monitoring import write_monitoring_kit
 
     _guard(lambda: write_monitoring_kit(directory, force=force, scrape_interval=scrape_interval, check=check))
+
+
+cli.add_command(gateway)
 
 
 def main() -> None:
