@@ -10,6 +10,7 @@ Everything that changes at run time (map entries, weights) is changed through th
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from .routing import RoutingTable
 MIN_VERSION = (2, 4)  # prepare/commit map (atomic replacement) and json_query
 INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install -y haproxy; Fedora: dnf install haproxy)"
 FRONTEND = "speclab"
+SBIN_DIRS: tuple[str, ...] = ("/usr/local/sbin", "/usr/sbin")  # Debian installs it here, often off a user's PATH
 _SUN_PATH_MAX = 107
 
 
@@ -145,7 +147,7 @@ def write_config(routing: RoutingTable, servers: Mapping[str, str], *, bind: str
 def find_haproxy(explicit: str | None = None) -> str:
     """The haproxy executable (version 2.4 or later), or one line saying how to install it."""
     name = explicit or "haproxy"
-    path = shutil.which(name)
+    path = shutil.which(name) or (None if explicit else shutil.which(name, path=os.pathsep.join(SBIN_DIRS)))
     if path is None:
         where = f"{name}: no such executable" if explicit else "haproxy is not installed (not on PATH)"
         raise InputError(f"gateway: {where}; {INSTALL_HINT}")

@@ -134,8 +134,9 @@ async def _wait_ready(process: ServerProcess, socket: Path, timeout: float) -> d
     while True:
         if process.returncode is not None:
             await process.stop()
-            last = next((ln for ln in reversed(process.tail) if ln.strip()), "no output")
-            raise ServerNotReadyError(f"gateway: haproxy exited with status {process.returncode}: {last.strip()}")
+            lines = [ln.strip() for ln in process.tail if ln.strip()]
+            cause = next((ln for ln in lines if "ALERT" in ln), lines[-1] if lines else "no output")
+            raise ServerNotReadyError(f"gateway: haproxy exited with status {process.returncode}: {cause}")
         if socket.exists():
             with contextlib.suppress(InputError):
                 async with RuntimeAPI(socket, timeout=2.0) as api:
