@@ -219,3 +219,21 @@ async def test_a_scenario_run_through_the_gateway_records_tenant_route_and_backe
     seen = {(r["prompt_class"], r["tenant"], r["route"], r["backend"], r["error_kind"]) for r in rows}
     assert seen == {("a", "A", CHAT, "baseline", None), ("b", "B", CHAT, "k4", None)}, seen
     assert len(rows) == 12
+
+
+async def test_a_stream_in_flight_on_k4_finishes_there_while_the_rollback_moves_new_requests(
+        gateway: Gateway, fresh: GatewayController) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 400,
+            "ignore_eos": True, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    async with aiohttp.ClientSession() as session, session.post(gateway.url + CHAT, json=body,
+                                                                 headers={"X-Tenant": "B"}) as resp:
+        assert resp.headers["X-Speclab-Backend"] == "k4"
+        first = await resp.content.readuntil(b"\n\n")
+        assert first.startswith(b"data: {")
+        await fresh.rollback(who="test")
+        assert await backend_of(session, gateway.url, tenant="B") == "baseline"
+        rest = await resp.content.read()
+    # The stream went on after the rollback and ended normally, k4's speculative counts in its last event.
+    assert rest.rstrip().endswith(b"data: [DONE]") and b'"completion_tokens":400' in rest
+    assert b'"num_spec_tokens":4' in rest
