@@ -29,6 +29,7 @@ INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install -y haproxy; Fedora: d
 FRONTEND = "speclab"
 SBIN_DIRS: tuple[str, ...] = ("/usr/local/sbin", "/usr/sbin")  # Debian installs it here, often off a user's PATH
 _SUN_PATH_MAX = 107
+SOCKET_DIR_PREFIX = "speclab-gw-"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class GatewayFiles:
         directory = directory.resolve()
         socket = directory / "haproxy.sock"
         if len(str(socket)) > _SUN_PATH_MAX:  # a Unix socket path has a hard length limit
-            socket = Path(tempfile.mkdtemp(prefix="speclab-gw-")) / "haproxy.sock"
+            socket = Path(tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)) / "haproxy.sock"
         return cls(directory=directory, socket=socket)
 
     @property

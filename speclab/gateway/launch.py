@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from speclab.servers.argv import SIM_MODULE, Engine
 from speclab.servers.manager import RunningServer, ServerManager
 from speclab.servers.process import ServerProcess, free_port
 
-from .config import GatewayFiles, check_config, haproxy_version
+from .config import SOCKET_DIR_PREFIX, GatewayFiles, check_config, haproxy_version
 from .controller import EventSink, GatewayController
 from .files import write_production_files
 from .routing import RoutingTable
@@ -61,6 +62,8 @@ class RunningGateway:
         if self.manager is not None:
             with contextlib.suppress(Exception):
                 await self.manager.stop()
+        if self.files.socket.parent.name.startswith(SOCKET_DIR_PREFIX):  # a short path made for a long directory
+            shutil.rmtree(self.files.socket.parent, ignore_errors=True)
 
     async def __aenter__(self) -> RunningGateway:
         return self

@@ -51,7 +51,7 @@ class RoutingTable:
             tenant_header=tenant_header or section.tenant_header,
             tenants={**section.tenants, **(tenants or {})},
             routes={**section.routes, **(routes or {})},
-            shares={k: v for k, v in {**section.weights, **(shares or {})}.items() if k in names},
+            shares={**section.weights, **(shares or {})},
         )
         table.check()
         return table

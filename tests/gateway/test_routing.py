@@ -115,3 +115,24 @@ def test_a_class_tenant_and_headers_reach_every_planned_request() -> None:
 def test_bad_tenants_and_headers_are_refused(spec: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _scenario(a=spec)
+
+
+def test_a_share_for_a_variant_not_served_is_refused(tmp_path: Path) -> None:
+    text = write_lab(tmp_path).read_text().replace('routes = {', 'weights = { k4 = 10 }\nroutes = {')
+    (tmp_path / "w.toml").write_text(text)
+    lab = load_lab(tmp_path / "w.toml")
+    assert RoutingTable.from_lab(lab).shares == {"k4": 10}
+    with pytest.raises(InputError, match="weight k4: no speculative pool 'k4'"):
+        RoutingTable.from_lab(lab, variants=("baseline",), tenants={"B": "baseline"},
+                              routes={"/v1/completions": "baseline"})
+
+
+def test_a_directory_too_long_for_a_socket_path_gets_a_short_socket(tmp_path: Path) -> None:
+    from speclab.gateway.config import SOCKET_DIR_PREFIX, GatewayFiles
+
+    long_dir = tmp_path / ("d" * 120)
+    files = GatewayFiles.in_directory(long_dir)
+    assert files.config.parent == long_dir.resolve() and len(str(files.socket)) <= 107
+    assert files.socket.parent.name.startswith(SOCKET_DIR_PREFIX)
+    files.socket.parent.rmdir()
+    assert GatewayFiles.in_directory(tmp_path).socket == tmp_path.resolve() / "haproxy.sock"
