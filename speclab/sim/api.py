@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from .hardware import GpuProfile
+
 DEFAULT_MAX_MODEL_LEN: Final = 4096  # what the engine and the server use when --max-model-len is not given
 
 
@@ -25,7 +27,7 @@ class SpecConfig:
 
 @dataclass(slots=True)
 class EngineConfig:
-    model: str  # "sim-0.5b" | "sim-1b" | "sim-8b" | "sim-70b"
+    model: str  # "sim-0.5b" | "sim-1b" | "sim-8b" | "sim-70b" | "sim-72b"
     speculative: SpecConfig | None = None
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -35,6 +37,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     seed: int = 0
     gpu: str = "H100"  # step-time profile name
+    gpu_profile: GpuProfile | None = None  # a loaded profile file; overrides ``gpu``
     scheduling_policy: str = "fcfs"
     async_scheduling: bool | None = None
     # Engine-level faults: "misaligned_tokenizer" is a model choice (sim-1b-misaligned);

@@ -34,7 +34,7 @@ from .corpus_facts import (
     WEATHER_CITIES,
 )
 from .corpus_prose import essay, story
-from .hardware import MODEL_SHAPES
+from .shapes import MODEL_SHAPES
 
 DATA_DIR: Final = Path(__file__).resolve().parent / "data"
 CORPUS_PATH: Final = DATA_DIR / "corpus.jsonl.gz"

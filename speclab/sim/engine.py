@@ -22,14 +22,16 @@ from .api import (
     StepStats,
 )
 from .errors import RequestRejectedError, SimStartupError, UnknownModelError
-from .hardware import MODEL_SHAPES, gpu_profile
+from .hardware import gpu_profile
 from .lm import SimLM, load_lm
-from .methods import DRAFTER_FOR_METHOD, SUFFIX_LOOKUP
+from .memory import plan_memory
+from .methods import DRAFTER_FOR_METHOD, EAGLE_HEADS, SUFFIX_LOOKUP
 from .proposers import DraftModelProposer, MisalignedDraftProposer, NgramProposer, Proposer
 from .sampling import accept_draft, adjust, is_greedy, residual, sample
 from .scheduler import Scheduled, Scheduler
 from .sequence import Seq
-from .timing import StepTimeModel, StepWork, plan_memory
+from .shapes import MODEL_SHAPES, eagle_head
+from .timing import StepTimeModel, StepWork, attention_pairs
 from .tokenizer import SIM_MODELS, SimTokenizer, model_dir
 
 KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption")
@@ -42,7 +44,7 @@ class SimEngine:
         self.config = config
         model_dir(config.model)
         try:
-            gpu = gpu_profile(config.gpu)
+            gpu = config.gpu_profile or gpu_profile(config.gpu)
         except KeyError as exc:
             raise SimStartupError(str(exc.args[0])) from None
         for fault in config.faults:
@@ -53,6 +55,7 @@ class SimEngine:
         self.k = 0
         self.proposer: Proposer | None = None
         draft_shape = None
+        head = False
         spec = config.speculative
         if spec is not None:
             self.k = spec.num_speculative_tokens
@@ -74,7 +77,9 @@ class SimEngine:
                         f"Unknown model {spec.model!r} for the speculative draft; the simulator's models are: "
                         f"{', '.join(SIM_MODELS)}")
                 draft = load_lm(spec.model)
-                draft_shape = MODEL_SHAPES[spec.model]
+                # An EAGLE head drafts with its stand-in's predictions but costs what the head costs.
+                head = spec.method in EAGLE_HEADS
+                draft_shape = eagle_head(MODEL_SHAPES[config.model], spec.method) if head else MODEL_SHAPES[spec.model]
                 if draft.tokenizer.backend.get_vocab() == self.tokenizer.backend.get_vocab():
                     self.proposer = DraftModelProposer(draft)
                 else:
@@ -95,7 +100,7 @@ class SimEngine:
         self.memory: MemoryFacts = plan_memory(gpu, config.model, shape, draft_shape, tp,
                                                config.gpu_memory_utilization, config.max_num_batched_tokens,
                                                self.max_model_len)
-        self.timer = StepTimeModel(gpu, shape, draft_shape, tp)
+        self.timer = StepTimeModel(gpu, shape, draft_shape, tp, head=head)
         self.scheduler = Scheduler(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             chunked_prefill=config.enable_chunked_prefill, kv_tokens=self.memory.kv_cache_tokens,
@@ -179,15 +184,18 @@ class SimEngine:
         work = StepWork()
         produced: list[Seq] = []
         drafting = proposer is not None and proposer.uses_draft_model
+        looking_up = proposer is not None and not drafting and self.k > 0
         for item in batch:
             seq = item.seq
             if seq.times.scheduled is None:
                 seq.times.scheduled = now
             work.tokens += item.num_tokens
             work.kv_read_tokens += item.computed_before + item.num_tokens
+            work.attn_pairs += attention_pairs(item.num_tokens, item.computed_before)
             if item.prefill:
                 if drafting:
                     work.draft_prefill_tokens += item.num_tokens
+                    work.draft_prefill_pairs += attention_pairs(item.num_tokens, item.computed_before)
                 seq.num_computed += item.num_tokens
                 if seq.num_computed == len(seq.tokens):
                     if seq.times.first_token is None:
@@ -197,6 +205,8 @@ class SimEngine:
                 if drafting and self.k:
                     work.draft_batch += 1
                     work.draft_kv_tokens += len(seq.tokens)
+                elif looking_up:
+                    work.lookups += 1
                 self._decode(item, stats)
             self.scheduler.settle(seq)
             if seq.pending or seq.finished:

@@ -1,75 +1,71 @@
-"""GPU profiles and model shapes behind the step-time and memory model.
+"""GPU profiles behind the step-time and memory model: hardware figures and the step constants.
 
-Kept apart from the arithmetic in ``timing.py`` so that a later calibration on a real GPU can
-replace the efficiency figures without touching the model. Shapes are the public configs of the
-real models each simulator model stands for (see reference/anchors.md).
+Kept apart from the arithmetic in ``timing.py`` so that a measurement can replace a profile
+(``bench/calibrate_gpu.py`` writes one; ``--sim-gpu-profile FILE`` loads it). The bundled
+profiles take their step constants from the published vLLM H100 fit (``published_fit.py``); on
+the other GPUs those efficiencies and overheads are assumed to carry over, and their bandwidth,
+FLOP/s and memory are the datasheet figures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Final
+
+from .published_fit import derive_constants
 
 
 @dataclass(frozen=True, slots=True)
 class GpuProfile:
     name: str
-    hbm_bandwidth: float  # bytes/s
+    hbm_bandwidth: float  # bytes/s (datasheet, or measured copy bandwidth in a calibrated profile)
     peak_flops: float  # dense bf16 FLOP/s
-    memory_bytes: float
+    memory_bytes: float  # what CUDA reports as the device total
     interconnect_bandwidth: float  # bytes/s per GPU for all-reduce (NVLink or PCIe)
-    eff_bandwidth: float = 0.80  # fraction of HBM bandwidth a decode step achieves
-    eff_flops: float = 0.60  # fraction of peak a large GEMM achieves
-    step_overhead_s: float = 0.0003  # scheduling, sampling, kernel launches per target step
-    draft_pass_overhead_s: float = 0.00015  # launches per draft forward pass
-    allreduce_latency_s: float = 6e-6  # per all-reduce call
+    allreduce_latency_s: float  # per all-reduce call
+    step_overhead_s: float  # scheduler, sampler and host work per engine step
+    weight_efficiency: float  # share of hbm_bandwidth a pass achieves streaming its weights
+    kv_efficiency: float  # share of hbm_bandwidth attention achieves reading the KV cache
+    flops_efficiency: float  # share of peak_flops per batched token; also the compute floor's
+    layer_s: float  # fixed cost per target layer per pass (kernel launch gaps)
+    draft_pass_s: float  # fixed cost per draft-model pass (proposer bookkeeping, sampling)
+    draft_layer_s: float  # fixed cost per draft layer per pass
+    eagle_pass_s: float  # fixed cost per EAGLE head pass
+    ngram_fraction: float  # n-gram proposal time as a share of the target pass it precedes
+    source: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 GB: Final = 1e9
 GIB: Final = float(1 << 30)
-
 MIB: Final = float(1 << 20)
 
+H100_SOURCE: Final = ("step constants from the published vLLM v0.10.1 fit of Llama-3.1-8B on one H100 "
+                      "(SpecDecode-Bench, arXiv 2601.11580)")
+ASSUMED_SOURCE: Final = "datasheet bandwidth and FLOP/s; step efficiencies and overheads assumed equal to H100's fit"
+
+
+def _profile(name: str, bandwidth: float, flops: float, memory_mib: int, interconnect: float,
+             calibrated_on: tuple[float, float], source: str) -> GpuProfile:
+    constants = derive_constants(*calibrated_on)
+    return GpuProfile(name, bandwidth, flops, memory_mib * MIB, interconnect, 6e-6, **asdict(constants),
+                      source=source)
+
+
+_H100: Final = (3.35e12, 990e12)
 # Memory is what CUDA reports as the device total (nvidia-smi's MiB figure), which is what vLLM
 # multiplies by --gpu-memory-utilization; the marketing "80 GB" is neither 80 GiB nor 80e9 bytes.
 GPU_PROFILES: Final[dict[str, GpuProfile]] = {
-    "H100": GpuProfile("H100", 3.35e12, 990e12, 81559 * MIB, 450 * GB),
-    "H200": GpuProfile("H200", 4.8e12, 990e12, 143771 * MIB, 450 * GB),
-    "A100": GpuProfile("A100", 2.0e12, 312e12, 81920 * MIB, 300 * GB),
-    "L4": GpuProfile("L4", 0.3e12, 121e12, 23034 * MIB, 32 * GB),
+    "H100": _profile("H100", *_H100, 81559, 450 * GB, _H100, H100_SOURCE),
+    "H200": _profile("H200", 4.8e12, 990e12, 143771, 450 * GB, _H100, ASSUMED_SOURCE),
+    "A100": _profile("A100", 2.0e12, 312e12, 81920, 300 * GB, _H100, ASSUMED_SOURCE),
+    "L4": _profile("L4", 0.3e12, 121e12, 23034, 32 * GB, _H100, ASSUMED_SOURCE),
 }
 GPU_ALIASES: Final[dict[str, str]] = {
     "h100": "H100", "h100-sxm": "H100", "h200": "H200",
     "a100": "A100", "a100-80gb": "A100", "a100_80gb": "A100", "l4": "L4",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ModelShape:
-    stands_for: str
-    num_parameters: float
-    num_layers: int
-    hidden_size: int
-    num_kv_heads: int
-    head_dim: int
-    max_position_embeddings: int
-    bytes_per_param: int = 2  # bf16
-
-    @property
-    def weight_bytes(self) -> float:
-        return self.num_parameters * self.bytes_per_param
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.bytes_per_param
-
-
-MODEL_SHAPES: Final[dict[str, ModelShape]] = {
-    "sim-70b": ModelShape("meta-llama/Llama-3.1-70B-Instruct", 70.55e9, 80, 8192, 8, 128, 131072),
-    "sim-8b": ModelShape("meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 32, 4096, 8, 128, 131072),
-    "sim-1b": ModelShape("meta-llama/Llama-3.2-1B-Instruct", 1.24e9, 16, 2048, 8, 64, 131072),
-    "sim-1b-misaligned": ModelShape("meta-llama/Llama-3.2-1B-Instruct", 1.24e9, 16, 2048, 8, 64, 131072),
-    "sim-0.5b": ModelShape("Qwen/Qwen2.5-0.5B-Instruct", 0.494e9, 24, 896, 2, 64, 32768),
 }
 
 

@@ -2,9 +2,10 @@
 
 A lab names vLLM's method and a simulator stand-in model, so one lab file serves both engines.
 The simulator has two drafters: a draft model (its stand-in's weights set the drafting cost) and
-prompt lookup. EAGLE heads are drafted by their stand-in model; suffix decoding and the GPU
-n-gram drafter by prompt lookup over the request's own tokens. MTP (heads inside the target) and
-the other methods have no stand-in and are refused at start-up.
+prompt lookup. EAGLE heads are drafted by their stand-in model and priced as the head itself
+(``shapes.eagle_head``); suffix decoding and the GPU n-gram drafter by prompt lookup over the
+request's own tokens. MTP (heads inside the target) and the other methods have no stand-in and
+are refused at start-up.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ DRAFTER_FOR_METHOD: Final[dict[str, Drafter]] = {
     "ngram_gpu": "ngram",
     "suffix": "ngram",
 }
+
+# Methods whose drafter is a head on the target's hidden states, not a separate model's passes.
+EAGLE_HEADS: Final = frozenset({"eagle", "eagle3"})
 
 # Suffix decoding continues the longest matching suffix of any length, so its stand-in looks up
 # matches from 1 token up; the upper bound keeps the per-step lookup cheap.

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .memory import BLOCK_SIZE
 from .ngram import FloatArray
 from .sequence import Seq
-from .timing import BLOCK_SIZE
 
 
 @dataclass(slots=True)

@@ -1,22 +1,22 @@
-"""Modelled step time and memory from hardware figures (profiles in ``hardware.py``).
+"""Modelled step time: additive costs calibrated to measured vLLM steps, with a compute floor.
 
-A step reads the weights once plus the KV cache of every scheduled sequence and does about
-2·params FLOPs per token; it takes the longer of the two at the profile's efficiencies, plus a
-fixed overhead. That is why verifying 1+k tokens per sequence is almost free at batch 1 (memory
-bound) and costly at batch 256 (compute bound). A draft model adds k sequential forward passes.
+A forward pass of a model costs a fixed part (streaming its weights once, plus a launch cost per
+layer), a part per batched token (2 FLOPs per parameter at the profile's share of peak) and a
+part per KV-cache token its attention reads; it never costs less than its FLOPs (matmuls plus
+attention) at that share of peak, which is what binds for long prefills. Every engine step adds
+the scheduler overhead. On the published H100 fit the sum reproduces vLLM's steps, so a k=4
+verify costs ~1.5x a decode at batch 64 rather than nothing. Drafting adds the passes it takes: a
+draft model's k sequential passes (each with a fixed cost that grows with the draft's depth),
+an EAGLE head's k passes, or n-gram lookup at a small share of the verify pass. Tensor
+parallelism divides the weights, FLOPs and KV and adds two all-reduces per layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .api import MemoryFacts
-from .errors import KvCacheTooSmallError, ModelDoesNotFitError
-from .hardware import GIB, GpuProfile, ModelShape
-
-BLOCK_SIZE = 16
-ACTIVATION_BASE_BYTES = 0.75 * GIB  # CUDA graphs, sampler and allocator slack per GPU
-ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 2 * 12  # bf16 intermediates per batched token per hidden unit
+from .hardware import GpuProfile
+from .shapes import ModelShape
 
 
 @dataclass(slots=True)
@@ -25,73 +25,84 @@ class StepWork:
 
     tokens: int = 0  # target tokens: prefill chunks + 1+k per decoding sequence
     kv_read_tokens: int = 0  # context tokens whose KV the target's attention reads
-    draft_passes: int = 0  # sequential draft forward passes (k for draft_model)
+    attn_pairs: int = 0  # query x key pairs the target's attention scores (for the compute floor)
+    draft_passes: int = 0  # sequential draft forward passes (k for a draft model or head)
     draft_batch: int = 0  # sequences drafted per pass
     draft_kv_tokens: int = 0  # draft context tokens read per pass
-    draft_prefill_tokens: int = 0  # prompt tokens the draft model prefills this step
+    draft_prefill_tokens: int = 0  # prompt tokens the draft prefills this step (first pass)
+    draft_prefill_pairs: int = 0  # their attention pairs
+    lookups: int = 0  # sequences that ran n-gram prompt lookup this step
+
+
+def attention_pairs(new_tokens: int, cached: int) -> int:
+    """Query x key pairs when ``new_tokens`` attend causally after ``cached`` tokens."""
+    return new_tokens * cached + new_tokens * (new_tokens + 1) // 2
+
+
+class PassCost:
+    """The time of one forward pass of ``shape`` on ``tp`` GPUs of ``gpu``."""
+
+    def __init__(self, gpu: GpuProfile, shape: ModelShape, tp: int, pass_s: float, layer_s: float) -> None:
+        self.gpu, self.shape, self.tp = gpu, shape, tp
+        self.fixed_s = (pass_s + shape.num_layers * layer_s
+                        + shape.streamed_bytes / (tp * gpu.hbm_bandwidth * gpu.weight_efficiency))
+        self.flops_per_s = tp * gpu.peak_flops * gpu.flops_efficiency
+        self.token_s = 2 * shape.matmul_parameters / self.flops_per_s
+        kv_shards = min(tp, shape.num_kv_heads)  # beyond that, KV heads are replicated
+        self.kv_token_s = shape.kv_bytes_per_token / (kv_shards * gpu.hbm_bandwidth * gpu.kv_efficiency)
+        self.pair_flops = 4 * shape.num_layers * shape.hidden_size  # QK^T and PV, per query-key pair
+
+    def additive(self, tokens: int, kv_tokens: int) -> float:
+        return self.fixed_s + tokens * self.token_s + kv_tokens * self.kv_token_s
+
+    def floor(self, tokens: int, pairs: int) -> float:
+        return (2 * self.shape.matmul_parameters * tokens + self.pair_flops * pairs) / self.flops_per_s
+
+    def comm(self, tokens: int) -> float:
+        if self.tp == 1:
+            return 0.0
+        gpu, tp = self.gpu, self.tp
+        payload = tokens * self.shape.hidden_size * self.shape.bytes_per_param * 2 * (tp - 1) / tp
+        return 2 * self.shape.num_layers * (gpu.allreduce_latency_s + payload / gpu.interconnect_bandwidth)
+
+    def time(self, tokens: int, kv_tokens: int, pairs: int | None = None) -> float:
+        pairs = kv_tokens if pairs is None else pairs
+        return max(self.additive(tokens, kv_tokens), self.floor(tokens, pairs)) + self.comm(tokens)
 
 
 class StepTimeModel:
-    def __init__(self, gpu: GpuProfile, target: ModelShape, draft: ModelShape | None, tp: int) -> None:
-        self.gpu, self.target, self.draft, self.tp = gpu, target, draft, tp
+    """Step time for a target, optionally a draft model (or an EAGLE head, ``head=True``)."""
 
-    def _pass(self, shape: ModelShape, tokens: int, kv_tokens: int, extra_flop_tokens: int = 0) -> float:
-        gpu, tp = self.gpu, self.tp
-        read = (shape.weight_bytes + kv_tokens * shape.kv_bytes_per_token) / tp
-        flops = 2.0 * shape.num_parameters * (tokens + extra_flop_tokens) / tp
-        t = max(read / (gpu.hbm_bandwidth * gpu.eff_bandwidth), flops / (gpu.peak_flops * gpu.eff_flops))
-        if tp > 1:
-            payload = (tokens + extra_flop_tokens) * shape.hidden_size * 2 * 2 * (tp - 1) / tp
-            t += 2 * shape.num_layers * (gpu.allreduce_latency_s + payload / gpu.interconnect_bandwidth)
+    def __init__(self, gpu: GpuProfile, target: ModelShape, draft: ModelShape | None = None, tp: int = 1, *,
+                 head: bool = False) -> None:
+        self.gpu, self.target_shape, self.draft_shape, self.tp = gpu, target, draft, tp
+        self.target = PassCost(gpu, target, tp, 0.0, gpu.layer_s)
+        self.draft: PassCost | None = None
+        if draft is not None:
+            pass_s = gpu.eagle_pass_s if head else gpu.draft_pass_s
+            self.draft = PassCost(gpu, draft, tp, pass_s, gpu.draft_layer_s)
+
+    def target_pass(self, work: StepWork) -> float:
+        return self.target.time(work.tokens, work.kv_read_tokens, work.attn_pairs)
+
+    def draft_time(self, work: StepWork) -> float:
+        if self.draft is None or not (work.draft_passes or work.draft_prefill_tokens):
+            return 0.0
+        t = 0.0
+        batch = work.draft_batch if work.draft_passes else 0
+        for i in range(max(work.draft_passes, 1)):
+            tokens, kv = batch, work.draft_kv_tokens + i * batch
+            pairs = kv
+            if i == 0:
+                tokens += work.draft_prefill_tokens
+                kv += work.draft_prefill_tokens
+                pairs += work.draft_prefill_pairs
+            t += self.draft.time(tokens, kv, pairs)
         return t
 
     def step_time(self, work: StepWork) -> float:
         if work.tokens == 0 and work.draft_passes == 0:
             return 0.0
-        t = self._pass(self.target, work.tokens, work.kv_read_tokens) + self.gpu.step_overhead_s
-        if self.draft is not None and (work.draft_passes or work.draft_prefill_tokens):
-            passes = max(work.draft_passes, 1)
-            for i in range(passes):
-                extra = work.draft_prefill_tokens if i == 0 else 0
-                batch = work.draft_batch if work.draft_passes else 0
-                t += self._pass(self.draft, batch, work.draft_kv_tokens + i * batch, extra)
-                t += self.gpu.draft_pass_overhead_s
-        return t
-
-
-def plan_memory(gpu: GpuProfile, name: str, target: ModelShape, draft: ModelShape | None, tp: int,
-                utilization: float, max_num_batched_tokens: int, max_model_len: int) -> MemoryFacts:
-    """Weights, activation reserve and KV cache as vLLM's start-up profiling would find them."""
-    budget = gpu.memory_bytes * utilization
-    weights = target.weight_bytes / tp
-    draft_weights = (draft.weight_bytes / tp) if draft is not None else 0.0
-    if weights + draft_weights > budget:
-        need = (weights + draft_weights) / GIB
-        raise ModelDoesNotFitError(
-            f"CUDA out of memory while loading {name}: the weights need {need:.2f} GiB per GPU but only "
-            f"{budget / GIB:.2f} GiB are usable ({gpu.memory_bytes / GIB:.2f} GiB × gpu_memory_utilization "
-            f"{utilization}) on {tp} × {gpu.name}; increase --tensor-parallel-size")
-    activation = ACTIVATION_BASE_BYTES + max_num_batched_tokens * target.hidden_size * ACTIVATION_BYTES_PER_TOKEN_HIDDEN / tp
-    kv_bytes = (budget - weights - draft_weights - activation) * tp
-    if kv_bytes <= 0:
-        raise KvCacheTooSmallError(
-            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            "initializing the engine.")
-    per_token = target.kv_bytes_per_token + (draft.kv_bytes_per_token if draft is not None else 0)
-    kv_tokens = int(kv_bytes // per_token) // BLOCK_SIZE * BLOCK_SIZE
-    if kv_tokens < max_model_len:
-        raise KvCacheTooSmallError(
-            f"To serve at least one request with the models's max seq len ({max_model_len}), "
-            f"({max_model_len * per_token / GIB:.2f} GiB KV cache is needed, which is larger than the available KV "
-            f"cache memory ({kv_tokens * per_token / GIB:.2f} GiB). Based on the available memory, the estimated "
-            f"maximum model length is {kv_tokens}. Try increasing `gpu_memory_utilization` or decreasing "
-            "`max_model_len` when initializing the engine.")
-    return MemoryFacts(
-        weights_gib=target.weight_bytes / GIB,
-        draft_weights_gib=(draft.weight_bytes / GIB) if draft is not None else 0.0,
-        kv_cache_gib=kv_tokens * per_token / GIB,
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=kv_tokens / max_model_len,
-        gpu_memory_gib=gpu.memory_bytes / GIB,
-        num_gpus=tp,
-    )
+        target = self.target_pass(work)
+        lookup = self.gpu.ngram_fraction * target if work.lookups else 0.0
+        return self.gpu.step_overhead_s + target + self.draft_time(work) + lookup

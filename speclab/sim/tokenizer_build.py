@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from .hardware import MODEL_SHAPES
+from .shapes import MODEL_SHAPES
 
 MODELS_DIR: Final = Path(__file__).resolve().parent / "data" / "models"
 
@@ -31,6 +31,7 @@ MISALIGNED_TEMPLATE: Final = (
 # strength (Witten-Bell type-count multiplier) and the weights of its copy features.
 LM_SPECS: Final[dict[str, dict[str, Any]]] = {
     "sim-70b": {"order": 14, "data_fraction": 1.0, "smoothing": 1.0, "copy_boost": 2.5, "induction_boost": 2.0, "pointer_boost": 2.0},
+    "sim-72b": {"order": 14, "data_fraction": 1.0, "smoothing": 1.0, "copy_boost": 2.5, "induction_boost": 2.0, "pointer_boost": 2.0},
     "sim-8b": {"order": 12, "data_fraction": 1.0, "smoothing": 1.0, "copy_boost": 2.5, "induction_boost": 2.0, "pointer_boost": 2.0},
     "sim-1b": {"order": 6, "data_fraction": 0.4, "smoothing": 2.0, "copy_boost": 2.0, "induction_boost": 1.5, "pointer_boost": 1.5},
     "sim-1b-misaligned": {"order": 6, "data_fraction": 0.4, "smoothing": 2.0, "copy_boost": 2.0,
@@ -84,6 +85,7 @@ def _model_config(name: str, tok: Tokenizer, misaligned: bool) -> dict[str, Any]
         "architectures": ["SimNgramForCausalLM"],
         "model_type": "speclab-sim-ngram",
         "stands_for": shape.stands_for,
+        "stands_for_vocab_size": shape.vocab_size,
         "vocab_size": tok.get_vocab_size(),
         "num_parameters": shape.num_parameters,
         "hidden_size": shape.hidden_size,

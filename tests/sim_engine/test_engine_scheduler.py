@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig
 from speclab.sim.engine import build_engine
-from speclab.sim.hardware import GPU_PROFILES, MODEL_SHAPES
-from speclab.sim.timing import ACTIVATION_BASE_BYTES, ACTIVATION_BYTES_PER_TOKEN_HIDDEN
+from speclab.sim.hardware import GPU_PROFILES
+from speclab.sim.memory import ACTIVATION_BASE_BYTES, ACTIVATION_BYTES_PER_TOKEN_HIDDEN
+from speclab.sim.shapes import MODEL_SHAPES
 
 from .helpers import add, bundled_items, drain, run_prompts
 
