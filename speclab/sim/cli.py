@@ -17,7 +17,9 @@ from typing import Any, Final
 from speclab.model.vllm_flags import OTHER_KNOWN, SHORT_ALIASES
 
 from .api import EngineConfig, SpecConfig
-from .hardware import GIB, GPU_PROFILES
+from .gpu_profile_file import GpuProfileFileError, load_gpu_profile
+from .hardware import GIB, GPU_PROFILES, GpuProfile
+from .shapes import vocab_mismatch, vocab_mismatch_message
 from .wire_faults import FaultSpecError, split_faults
 
 SPEC_METHODS: Final = (
@@ -91,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="speclab's simulated vLLM 0.33 server (numbers are modelled, not measured on a GPU)",
         allow_abbrev=False,
     )
-    p.add_argument("model_tag", nargs="?", help="sim-0.5b | sim-1b | sim-8b | sim-70b")
+    p.add_argument("model_tag", nargs="?", help="sim-0.5b | sim-1b | sim-8b | sim-70b | sim-72b")
     p.add_argument("--model", dest="model_opt")
     p.add_argument("--speculative-config", "-sc", type=json.loads, default=None)
     p.add_argument("--max-num-seqs", type=_positive_int, default=None)
@@ -117,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None)
     sim = p.add_argument_group("simulator")
     sim.add_argument("--sim-gpu", choices=tuple(GPU_PROFILES), default="H100")
+    sim.add_argument("--sim-gpu-profile", default=None, metavar="FILE",
+                     help="a GPU profile file (bench/calibrate_gpu.py writes one); overrides --sim-gpu")
     sim.add_argument("--sim-fault", action="append", default=[], metavar="NAME[=VALUE]")
     known = p.add_argument_group("known to vLLM 0.33, not modelled (accepted with a warning)")
     aliases: dict[str, list[str]] = {}
@@ -187,16 +191,39 @@ def spec_config_from_json(raw: Any) -> SpecConfig:
         if lo > hi:
             raise SpecConfigError(f"prompt_lookup_max={hi} must be >= prompt_lookup_min={lo}")
         model = None
+    _check_heterogeneous_vocab(cfg, method)
     extra = {key: v for key, v in cfg.items() if key not in {"method", "model", "num_speculative_tokens",
                                                             "prompt_lookup_min", "prompt_lookup_max"}}
     return SpecConfig(method=method, num_speculative_tokens=k, model=model,
                       prompt_lookup_min=lo, prompt_lookup_max=hi, extra=extra)
 
 
-def defaults_for_gpu(gpu: str) -> tuple[int, int]:
+def _check_heterogeneous_vocab(cfg: dict[str, Any], method: str) -> None:
+    """vLLM 0.33's rules for ``use_heterogeneous_vocab`` (SpeculativeConfig._verify_args)."""
+    if not cfg.get("use_heterogeneous_vocab"):
+        return
+    if method != "draft_model":
+        raise SpecConfigError("use_heterogeneous_vocab only works with method='draft_model'")
+    if cfg.get("draft_sample_method", "greedy") != "greedy":
+        raise SpecConfigError(
+            "use_heterogeneous_vocab currently only supports greedy draft sampling. Set "
+            "draft_sample_method='greedy' (the default) or omit it.")
+
+
+def check_vocab(model: str, spec: SpecConfig | None) -> None:
+    """Refuse a draft_model pair whose real models' vocab sizes differ, as vLLM 0.33 does."""
+    if spec is None or spec.method != "draft_model" or not spec.model or spec.extra.get("use_heterogeneous_vocab"):
+        return
+    sizes = vocab_mismatch(model, spec.model)
+    if sizes is not None:
+        raise SpecConfigError(f"1 validation error for SpeculativeConfig\n  Value error, {vocab_mismatch_message(*sizes)}")
+
+
+def defaults_for_gpu(gpu: str | GpuProfile) -> tuple[int, int]:
     """vLLM 0.33's server defaults (max_num_seqs, max_num_batched_tokens) by GPU memory."""
-    mem = GPU_PROFILES[gpu].memory_bytes / GIB
-    if gpu == "A100" or mem < 70:
+    profile = GPU_PROFILES[gpu] if isinstance(gpu, str) else gpu
+    mem = profile.memory_bytes / GIB
+    if profile.name == "A100" or mem < 70:
         return 256, 2048
     if mem >= 160:
         return 1024, 16384
@@ -219,7 +246,14 @@ def parse_args(argv: list[str]) -> ServerArgs:
     if not 0 <= ns.port <= 65535:
         parser.error(f"argument --port: must be in 0..65535, got {ns.port}")
     spec = spec_config_from_json(ns.speculative_config) if ns.speculative_config is not None else None
-    seqs, tokens = defaults_for_gpu(ns.sim_gpu)
+    check_vocab(model, spec)
+    profile: GpuProfile | None = None
+    if ns.sim_gpu_profile is not None:
+        try:
+            profile = load_gpu_profile(ns.sim_gpu_profile)
+        except GpuProfileFileError as exc:
+            parser.error(f"argument --sim-gpu-profile: {exc}")
+    seqs, tokens = defaults_for_gpu(profile or ns.sim_gpu)
     engine = EngineConfig(
         model=model,
         speculative=spec,
@@ -230,7 +264,8 @@ def parse_args(argv: list[str]) -> ServerArgs:
         max_model_len=None if ns.max_model_len in (None, -1) else ns.max_model_len,
         tensor_parallel_size=ns.tensor_parallel_size,
         seed=ns.seed,
-        gpu=ns.sim_gpu,
+        gpu=profile.name if profile else ns.sim_gpu,
+        gpu_profile=profile,
         scheduling_policy=ns.scheduling_policy,
         async_scheduling=ns.async_scheduling,
         faults=engine_faults,

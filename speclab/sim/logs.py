@@ -8,6 +8,7 @@ anchoring at the line start. The exact messages the launcher parses (``{...}`` =
 - ``GPU KV cache size: {tokens:,} tokens``  (thousands separated by commas, as vLLM prints)
 - ``Maximum concurrency for {max_model_len:,} tokens per request: {x:.2f}x``
 - ``speclab-sim: this server is SIMULATED; every number it reports is modelled, not measured on a GPU``
+- ``speclab-sim: step times from GPU profile {name}: {where its constants come from}``
 - ``Starting vLLM API server 0 on http://{host}:{port}``  (host ``0.0.0.0`` when binding all interfaces)
 - ``Application startup complete.``  (the server accepts requests from here on)
 - ``{flag} is not modelled by the simulator; accepted and ignored``  (WARNING, per flag)
@@ -79,6 +80,10 @@ def concurrency_line(max_model_len: int, concurrency: float) -> str:
 SIMULATED_LINE: Final = (
     "speclab-sim: this server is SIMULATED; every number it reports is modelled, not measured on a GPU"
 )
+
+
+def profile_line(name: str, source: str) -> str:
+    return f"speclab-sim: step times from GPU profile {name}: {source}"
 
 
 def starting_line(host: str, port: int) -> str:

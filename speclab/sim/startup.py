@@ -20,6 +20,7 @@ from aiohttp import web
 from . import logs
 from .api import DEFAULT_MAX_MODEL_LEN, EngineConfig, EngineCore
 from .cli import ServerArgs, SpecConfigError, parse_args
+from .hardware import gpu_profile
 from .methods import modelled_as_note
 from .prom import SimMetrics
 from .server import SimServer
@@ -68,6 +69,8 @@ def _log_engine_facts(engine: EngineCore, max_model_len: int, seconds: float) ->
     logs.info(logs.SRC_KV, logs.kv_cache_line(mem.kv_cache_tokens), proc=logs.ENGINE)
     logs.info(logs.SRC_KV_CONC, logs.concurrency_line(max_model_len, mem.max_concurrency), proc=logs.ENGINE)
     logs.warning(logs.SRC_SIM, logs.SIMULATED_LINE)
+    profile = engine.config.gpu_profile or gpu_profile(engine.config.gpu)
+    logs.info(logs.SRC_SIM, logs.profile_line(profile.name, profile.source))
 
 
 def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:

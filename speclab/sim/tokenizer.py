@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from .errors import UnknownModelError
 
 MODELS_DIR: Final = Path(__file__).resolve().parent / "data" / "models"
-SIM_MODELS: Final[tuple[str, ...]] = ("sim-0.5b", "sim-1b", "sim-8b", "sim-70b", "sim-1b-misaligned")
+SIM_MODELS: Final[tuple[str, ...]] = ("sim-0.5b", "sim-1b", "sim-8b", "sim-70b", "sim-72b", "sim-1b-misaligned")
 
 
 def model_dir(name: str) -> Path:
