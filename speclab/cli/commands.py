@@ -147,6 +147,7 @@ def validate_files(files: tuple[str, ...]) -> int:
     from speclab.model.lab import Lab
     from speclab.model.loading import load_model, load_toml
     from speclab.model.scenario import load_scenario
+    from speclab.servers.pairing import vocab_problem
 
     problems = 0
     for name in files:
@@ -162,7 +163,9 @@ def validate_files(files: tuple[str, ...]) -> int:
                 load_scenario(path)
                 kind = "scenario"
             else:
-                load_model(path, Lab)
+                vocab = vocab_problem(load_model(path, Lab))
+                if vocab is not None:
+                    raise InputError(f"{name}: {vocab}")
                 kind = "lab"
             click.echo(f"{name}: ok ({kind})")
         except SpeclabError as error:

@@ -51,9 +51,15 @@ class Draft(_Strict):
     tokenizer: str | None = None
     prompt_lookup_min: int | None = Field(default=None, ge=1)
     prompt_lookup_max: int | None = Field(default=None, ge=1)
+    # vLLM 0.33 refuses a draft_model whose vocab size differs from the target's unless this is set
+    # (it then drafts greedily over the tokens both vocabularies share).
+    use_heterogeneous_vocab: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> Draft:
+        if self.use_heterogeneous_vocab and self.method != "draft_model":
+            raise ValueError(f"use_heterogeneous_vocab: only method 'draft_model' can use it (vLLM 0.33 refuses it "
+                             f"with {self.method!r})")
         if self.method in METHODS_WITH_DRAFT_MODEL and not self.model:
             raise ValueError(f"model: method {self.method!r} needs a draft model; set draft.model (and draft.sim_model)")
         if self.model and not self.sim_model and self.method in METHODS_WITH_DRAFT_MODEL:

@@ -41,6 +41,8 @@ def speculative_config(lab: Lab, eff: Effective, engine: Engine) -> dict[str, An
     config["num_speculative_tokens"] = eff.num_speculative_tokens
     if engine == "vllm" and d.revision and draft_model:
         config["revision"] = d.revision
+    if d.use_heterogeneous_vocab:
+        config["use_heterogeneous_vocab"] = True
     if d.method == "ngram":
         if d.prompt_lookup_min is not None:
             config["prompt_lookup_min"] = d.prompt_lookup_min

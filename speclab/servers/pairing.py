@@ -4,11 +4,15 @@ A lab binds its draft to its target in ``[pair]`` (both names and revisions, and
 hashes when the tokenizers are local). A lab whose draft is not so bound is refused unless forced;
 reports and recordings carry :func:`pair_info`. Drafters that are not a separate checkpoint
 (ngram, suffix, mtp without a draft model) have nothing to bind and are paired by construction.
+A draft_model whose real vocabulary size differs from the target's is refused outright, forced or
+not, because vLLM 0.33 refuses it at start-up (unless ``draft.use_heterogeneous_vocab``); the sizes
+are those of the real models the simulator stand-ins stand for, read from the stand-ins' files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,33 @@ def sim_tokenizer_sha256(sim_model: str | None) -> str | None:
         return None
     f = tokenizer_file(SIM_MODELS_DIR / sim_model)
     return sha256_file(f) if f else None
+
+
+def stand_in_vocab_size(sim_model: str | None) -> int | None:
+    """The real vocab size of the model a simulator stand-in stands for (its config.json)."""
+    if not sim_model:
+        return None
+    try:
+        config = json.loads((SIM_MODELS_DIR / sim_model / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    size = config.get("stands_for_vocab_size") if isinstance(config, dict) else None
+    return size if isinstance(size, int) else None
+
+
+def vocab_problem(lab: Lab) -> str | None:
+    """Why vLLM 0.33 would refuse this lab's draft_model pair for its vocab sizes, or None."""
+    d = lab.draft
+    if d is None or d.method != "draft_model" or d.use_heterogeneous_vocab:
+        return None
+    t_size, d_size = stand_in_vocab_size(lab.target.sim_model), stand_in_vocab_size(d.sim_model)
+    if t_size is None or d_size is None or t_size == d_size:
+        return None
+    return (f"lab {lab.name!r}: draft.use_heterogeneous_vocab: the target {lab.target.model} has vocab_size "
+            f"{t_size} and the draft {d.model} has {d_size}; vLLM 0.33 refuses such a draft_model pair "
+            "(\"Target and draft model should have the same vocabulary size\"). Set "
+            "draft.use_heterogeneous_vocab = true (greedy drafts over the tokens both share) or pick a draft "
+            "with the target's vocabulary")
 
 
 def check_pairing(lab: Lab) -> PairStatus:
@@ -88,7 +119,13 @@ def check_pairing(lab: Lab) -> PairStatus:
 
 
 def require_pairing(lab: Lab, *, force: bool = False) -> PairStatus:
-    """Refuse an unpaired lab with the reason (exit 2) unless ``force``; a forced status says so."""
+    """Refuse an unpaired lab with the reason (exit 2) unless ``force``; a forced status says so.
+
+    A vocab mismatch vLLM would refuse is exit 2 even when forced: no server could start.
+    """
+    vocab = vocab_problem(lab)
+    if vocab is not None:
+        raise InputError(vocab)
     status = check_pairing(lab)
     if status.paired:
         return status
