@@ -21,6 +21,7 @@ Prompt = tuple[list[dict[str, str]], SamplingParams]
 class ClosedLoopResult:
     tpot_s: list[float] = field(default_factory=list)  # per finished request with 2+ tokens
     running: list[int] = field(default_factory=list)  # running sequences per step
+    decode_context: list[float] = field(default_factory=list)  # per request: prompt + half its output
     steps: int = 0
     accepted: int = 0
     verify_steps: int = 0
@@ -68,6 +69,7 @@ def run_closed_loop(config: EngineConfig, prompts: Sequence[Prompt], concurrency
             if not out.finished:
                 continue
             times, n = out.times, counts.pop(out.request_id)
+            result.decode_context.append(out.prompt_tokens + n / 2)
             if times and times.first_token is not None and times.last_token is not None and n > 1:
                 result.tpot_s.append((times.last_token - times.first_token) / (n - 1))
             if out.spec is not None:
