@@ -55,7 +55,7 @@ def _mutated(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("data", "needle"), [
     (_mutated(kv_efficiency=None), "field 'kv_efficiency': missing"),
     (_mutated(layer_s="fast"), "field 'layer_s': expected a finite number"),
-    (_mutated(flops_efficiency=3.0), "field 'flops_efficiency': expected a share of peak"),
+    (_mutated(flops_efficiency=72.0), "field 'flops_efficiency': expected a share of peak"),
     (_mutated(hbm_bandwidth=0), "field 'hbm_bandwidth': expected a number greater than 0"),
     (_mutated(draft_pass_s=-1e-3), "field 'draft_pass_s': expected a number of seconds >= 0"),
     (_mutated(warp_speed=9), "field 'warp_speed': not a GPU profile field"),
