@@ -26,23 +26,19 @@ from .conftest import ROOT
 SCRIPT = ROOT / "bench" / "calibrate_gpu.py"
 
 
-def _torch_python() -> str | None:
+@pytest.fixture(scope="module")
+def torch_python() -> str:
     venv = Path(os.environ.get("SPECLAB_VLLM_VENV") or Path.home() / ".cache/speclab/vllm-parser-venv")
     for python in (sys.executable, str(venv / "bin" / "python")):
         if Path(python).exists() and subprocess.run([python, "-c", "import torch"], capture_output=True,
                                                     timeout=60).returncode == 0:
             return python
-    return None
+    pytest.skip(f"no interpreter here can import torch (tried {sys.executable} and {venv}/bin/python)")
 
 
-PYTHON = _torch_python()
-pytestmark = pytest.mark.skipif(PYTHON is None, reason="no interpreter here can import torch")
-
-
-def test_a_cpu_calibration_writes_a_profile_the_simulator_loads(tmp_path: Path) -> None:
-    assert PYTHON is not None
+def test_a_cpu_calibration_writes_a_profile_the_simulator_loads(tmp_path: Path, torch_python: str) -> None:
     out = tmp_path / "cpu.json"
-    r = subprocess.run([PYTHON, str(SCRIPT), "--device", "cpu", "--out", str(out), "--repeats", "2"], cwd=tmp_path,
+    r = subprocess.run([torch_python, str(SCRIPT), "--device", "cpu", "--out", str(out), "--repeats", "2"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=100, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "rms relative error" in r.stdout and f"wrote {out}" in r.stdout
@@ -56,9 +52,8 @@ def test_a_cpu_calibration_writes_a_profile_the_simulator_loads(tmp_path: Path) 
     assert parse_args(["sim-1b", "--sim-gpu-profile", str(out)]).engine.gpu_profile == profile
 
 
-def test_the_script_refuses_cuda_where_there_is_none(tmp_path: Path) -> None:
-    assert PYTHON is not None
-    r = subprocess.run([PYTHON, str(SCRIPT), "--device", "cuda", "--out", str(tmp_path / "x.json")],
+def test_the_script_refuses_cuda_where_there_is_none(tmp_path: Path, torch_python: str) -> None:
+    r = subprocess.run([torch_python, str(SCRIPT), "--device", "cuda", "--out", str(tmp_path / "x.json")],
                        capture_output=True, text=True, timeout=100, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert r.returncode == 2 and "no CUDA device visible" in r.stderr
     assert not (tmp_path / "x.json").exists()
