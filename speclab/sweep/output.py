@@ -1,0 +1,33 @@
+"""A sweep directory's files: ``sweep.json``, ``sweep.md`` and the plots at the top level.
+
+Written after every finished cell and on an interrupt, so the directory always holds the
+reductions of what has finished; ``cells/`` (one recording per cell) is the driver's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .markdown import render_markdown
+from .plots import write_plots
+from .result import SweepResult, sweep_document, write_sweep_json
+
+
+def write_sweep(directory: Path, result: SweepResult, meta: Mapping[str, Any], *, plots: bool = True) -> list[Path]:
+    """Write ``sweep.json``, ``sweep.md`` and (unless ``plots`` is False) every plot; returns the paths."""
+    path = write_sweep_json(directory, result, meta)
+    doc = json.loads(path.read_text())
+    md = directory / "sweep.md"
+    tmp = md.with_name("sweep.md.tmp")
+    tmp.write_text(render_markdown(doc))
+    tmp.replace(md)
+    written = [path, md]
+    if plots:
+        written += write_plots(directory, result, dict(meta))
+    return written
+
+
+__all__ = ["sweep_document", "write_sweep"]

@@ -1,0 +1,154 @@
+"""The sweep's plots as PNG and SVG: speed-up against load per k and class, the acceptance-length
+distribution per k, and the Pareto front of per-user against aggregate throughput.
+
+Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global backend switch, no
+display needed) and written deterministically: a fixed SVG hash salt, no dates in the metadata,
+sorted inputs, so the same sweep writes the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .cells import ALL
+from .reduce import Groups, arm_labels, classes_of, configs_of, group_cells, levels_of
+from .result import SweepResult
+
+PLOT_NAMES = ("speedup_vs_load", "acceptance_length", "pareto")
+_RC: dict[str, Any] = {"svg.hashsalt": "speclab-sweep", "svg.fonttype": "path", "font.size": 9.0, "axes.grid": True,
+       "grid.alpha": 0.3, "figure.dpi": 100.0}
+
+
+def _save(fig: Figure, directory: Path, name: str) -> list[Path]:
+    FigureCanvasAgg(fig)
+    paths = [directory / f"{name}.png", directory / f"{name}.svg"]
+    fig.savefig(paths[0], format="png", metadata={"Software": None})
+    fig.savefig(paths[1], format="svg", metadata={"Date": None, "Creator": None})
+    return paths
+
+
+def _title(result: SweepResult, what: str, meta: dict[str, Any]) -> str:
+    sim = " — SIMULATED" if meta.get("simulated") else ""
+    scale = f", time scale {meta['time_scale']}" if meta.get("time_scale") not in (None, 1, 1.0) else ""
+    return f"{meta.get('lab') or ''}: {what}{sim}{scale}"
+
+
+def speedup_figure(groups: Groups, result: SweepResult, meta: dict[str, Any]) -> Figure:
+    """Rows: TPOT speed-up (TPOT₀ / TPOT_k) and throughput speed-up; one column per class."""
+    classes = classes_of(groups) or [ALL]
+    labels = arm_labels(groups)
+    fig = Figure(figsize=(3.2 * len(classes) + 1.0, 6.0), layout="constrained")
+    axes = fig.subplots(2, len(classes), squeeze=False, sharex=True)
+    x_mode = result.grid.mode
+    for col, prompt_class in enumerate(classes):
+        for row, (measure, name) in enumerate((("tpot", "TPOT speed-up"), ("throughput", "throughput speed-up"))):
+            ax = axes[row][col]
+            ax.axhline(1.0, color="0.3", linewidth=0.8)
+            for config in configs_of(groups):
+                if not config.speculative:
+                    continue
+                xs, ys, lo, hi = [], [], [], []
+                for level in levels_of(groups):
+                    arm, base = groups.get((config, level)), groups.get((config.baseline(), level))
+                    if arm is None or base is None or not arm.ok or not base.ok:
+                        continue
+                    a, b = arm.spread(prompt_class, measure), base.spread(prompt_class, measure)
+                    if not a or not b or a.median <= 0 or b.median <= 0:
+                        continue
+                    ratio = (b.median / a.median) if measure == "tpot" else (a.median / b.median)
+                    worst = (b.low / a.high) if measure == "tpot" else (a.low / b.high)
+                    best = (b.high / a.low) if measure == "tpot" else (a.high / b.low)
+                    xs.append(level.value)
+                    ys.append(ratio)
+                    lo.append(max(ratio - worst, 0.0))
+                    hi.append(max(best - ratio, 0.0))
+                if xs:
+                    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", markersize=3.5, capsize=2, label=labels[config])
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{prompt_class}: {name}" if row == 0 else name, fontsize=9)
+            if col == 0:
+                ax.set_ylabel("× vs k=0")
+            if row == 1:
+                ax.set_xlabel("concurrency" if x_mode == "concurrency" else "requests/s")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="outside right upper", fontsize=8)
+    fig.suptitle(_title(result, "speed-up vs load (bars: the repeats' range)", meta))
+    return fig
+
+
+def acceptance_figure(groups: Groups, result: SweepResult, meta: dict[str, Any]) -> Figure:
+    """One panel per speculative arm: share of verify steps that accepted exactly j drafts, per class."""
+    labels = arm_labels(groups)
+    arms = [c for c in configs_of(groups) if c.speculative]
+    classes = classes_of(groups) or [ALL]
+    fig = Figure(figsize=(max(4.0, 3.4 * max(len(arms), 1)), 3.6), layout="constrained")
+    axes = fig.subplots(1, max(len(arms), 1), squeeze=False)[0]
+    for ax, config in zip(axes, arms, strict=False):
+        width = 0.8 / len(classes)
+        for i, prompt_class in enumerate(classes):
+            counts: list[int] = []
+            for (c, _), group in groups.items():
+                if c != config:
+                    continue
+                for cell in group.ok:
+                    dist = ((cell.classes.get(prompt_class) or {}).get("acceptance") or {}).get(
+                        "acceptance_length_distribution") or []
+                    counts += [0] * (len(dist) - len(counts))
+                    for j, n in enumerate(dist):
+                        counts[j] += int(n)
+            total = sum(counts)
+            if total:
+                ax.bar([j + (i - (len(classes) - 1) / 2) * width for j in range(len(counts))],
+                       [n / total for n in counts], width=width, label=prompt_class)
+        ax.set_title(labels[config], fontsize=9)
+        ax.set_xlabel("drafts accepted in a step (acceptance length − 1)")
+        ax.set_ylabel("share of steps")
+    handles, names = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="outside right upper", fontsize=8)
+    fig.suptitle(_title(result, "acceptance-length distribution per k (all load levels)", meta))
+    return fig
+
+
+def pareto_figure(result: SweepResult, meta: dict[str, Any], prompt_class: str = ALL) -> Figure:
+    data = result.pareto.get(prompt_class) or {"arms": {}, "front": []}
+    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    ax = fig.subplots()
+    for arm, curve in data["arms"].items():
+        if curve:
+            ax.plot([p["aggregate_tps"] for p in curve], [p["per_user_tps"] for p in curve], marker="o",
+                    markersize=3.5, label=arm)
+            for p in curve:
+                ax.annotate(f"{p['load']:g}", (p["aggregate_tps"], p["per_user_tps"]), fontsize=6,
+                            textcoords="offset points", xytext=(3, 3))
+    front = data["front"]
+    if front:
+        ax.plot([p["aggregate_tps"] for p in front], [p["per_user_tps"] for p in front], color="black",
+                linestyle="--", linewidth=1.0, label="Pareto front")
+    ax.set_xlabel("aggregate output tokens/s")
+    ax.set_ylabel("output tokens/s per user (1000 / TPOT p50)")
+    ax.legend(fontsize=8)
+    fig.suptitle(_title(result, f"per-user vs aggregate throughput ({prompt_class}; labels: load)", meta))
+    return fig
+
+
+def write_plots(directory: Path, result: SweepResult, meta: dict[str, Any],
+                names: Sequence[str] = PLOT_NAMES) -> list[Path]:
+    """Every plot as ``NAME.png`` and ``NAME.svg`` at the top of ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    groups = group_cells(result.cells, "grid")
+    makers = {"speedup_vs_load": lambda: speedup_figure(groups, result, meta),
+              "acceptance_length": lambda: acceptance_figure(groups, result, meta),
+              "pareto": lambda: pareto_figure(result, meta)}
+    paths: list[Path] = []
+    with matplotlib.rc_context(_RC):  # type: ignore[arg-type]
+        for name in names:
+            paths += _save(makers[name](), directory, name)
+    return paths

@@ -1,0 +1,133 @@
+"""The grid as a validated model: what it expands to, and bad input named by its field."""
+
+from __future__ import annotations
+
+import pytest
+
+from speclab.model.errors import InputError
+from speclab.model.exit_codes import ExitCode
+from speclab.model.lab import load_lab
+from speclab.sweep import DraftRules, make_grid, parse_list, parse_schedule, parse_slo, rules_for_lab
+from speclab.sweep.rules import dense_lookup, normalize_schedule
+
+DRAFT = DraftRules("draft_model")
+
+
+def test_grid_expands_configs_times_ladder_and_always_has_the_baseline() -> None:
+    grid = make_grid([4, 2], rules=DRAFT, max_num_seqs=[64, 256], concurrency=[8, 1, 32], repeats=2)
+    assert [c.k for c in grid.configs] == [0, 2, 4, 0, 2, 4]
+    assert [lv.value for lv in grid.load] == [1, 8, 32]
+    plans = grid.cells()
+    assert len(plans) == 6 * 3 * 2
+    assert len({p.id for p in plans}) == len(plans)
+    assert plans[0].config.k == 0 and plans[0].repeat == 1 and plans[-1].repeat == 2
+    assert grid.varying() == ("max_num_seqs",)
+    assert plans[0].config.arm(grid.varying()) == "k0 seqs=64"
+    assert plans[0].id == "k0-seqs64_c1_r1"
+
+
+def test_schedule_arms_and_options_parse() -> None:
+    sched = parse_schedule("1-16:4,17-64:2,65-256:0", "schedules[0]")
+    grid = make_grid(parse_list("0,2,4", "k"), rules=DRAFT, schedules=[sched], chunked_prefill=parse_list("on,off", "chunked_prefill", bool),
+                     rate=parse_list("0.5,2", "load.rate", float), slo="ttft_p99=200ms,tpot_p99=0.04s")
+    arms = [c for c in grid.configs if c.schedule is not None]
+    assert len(arms) == 2 and arms[0].k == 4 and arms[0].schedule == ((1, 16, 4), (17, 64, 2), (65, 256, 0))
+    assert arms[0].settings()["num_speculative_tokens_per_batch_size"] == [[1, 16, 4], [17, 64, 2], [65, 256, 0]]
+    assert grid.mode == "rate" and grid.load[0].key == "r0.5"
+    assert grid.slo.as_dict() == {"ttft_p99": 200.0, "tpot_p99": 40.0}
+    assert grid.as_dict() == type(grid).from_dict(grid.as_dict()).as_dict()
+
+
+def test_lab_rules_and_notes() -> None:
+    lab = load_lab("default")
+    rules = rules_for_lab(lab)
+    assert rules.method == "draft_model"
+    grid = make_grid([2, 4], rules=rules, concurrency=[1, 8, 256])
+    assert any("above max_num_seqs 64" in n for n in grid.notes(lab.effective(lab.baseline).max_num_seqs))
+
+
+@pytest.mark.parametrize(("kwargs", "field", "words"), [
+    ({"k": []}, "k:", "empty"),
+    ({"k": [0]}, "k:", "only k=0"),
+    ({"k": [2, 2]}, "k:", "twice"),
+    ({"k": [-1]}, "k[0]:", "negative"),
+    ({"k": [65]}, "k[0]:", "limit"),
+    ({"k": [2], "concurrency": []}, "load:", "empty"),
+    ({"k": [2], "concurrency": [1, 0]}, "load.concurrency[1]:", "at least 1"),
+    ({"k": [2], "concurrency": [-4]}, "load.concurrency[0]:", "not a load level"),
+    ({"k": [2], "rate": [0.0]}, "load.rate[0]:", "above 0"),
+    ({"k": [2], "rate": [-1.5]}, "load.rate[0]:", "above 0"),
+    ({"k": [2], "rate": [float("inf")]}, "load.rate[0]:", "not a rate"),
+    ({"k": [2], "rate": [1.0], "concurrency": [1]}, "load:", "not both"),
+    ({"k": [2], "repeats": 0}, "repeats:", "out of range"),
+    ({"k": [2], "warmup_s": -1.0}, "warmup_s:", "0 s or more"),
+    ({"k": [2], "min_requests": 0}, "min_requests:", "out of range"),
+    ({"k": [2], "max_num_seqs": [0]}, "max_num_seqs[0]:", "out of range"),
+    ({"k": [2], "slo": "ttfb_p99=200ms"}, "slo:", "unknown key 'ttfb_p99'"),
+    ({"k": [2], "slo": "ttft_p99=fast"}, "slo:", "not a duration"),
+    ({"k": [2], "slo": "ttft_p99=0ms"}, "slo:", "positive"),
+    ({"k": [2], "schedules": [[[2, 8, 4]]]}, "schedules[0]:", "start at 1"),
+    ({"k": [2], "schedules": [[[1, 8, 4], [8, 16, 2]]]}, "schedules[0]:", "overlap"),
+    ({"k": [2], "schedules": [[[1, 8, -1]]]}, "schedules[0][0]:", ">= 0"),
+    ({"k": [2], "schedules": [[[1, 8, 0]]]}, "schedules[0]:", "baseline"),
+    ({"k": [2], "schedules": [[[1, 8]]]}, "schedules[0][0]:", "[range_start, range_end, k]"),
+])
+def test_bad_grid_names_the_field(kwargs: dict, field: str, words: str) -> None:
+    args = {**({} if "rate" in kwargs else {"concurrency": [1, 8]}), **kwargs}
+    ks = args.pop("k")
+    with pytest.raises(InputError) as info:
+        make_grid(ks, rules=DRAFT, **args)
+    message = str(info.value)
+    assert message.startswith(field), message
+    assert words in message, message
+    assert info.value.exit_code == ExitCode.BAD_INPUT
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(("rules", "k", "words"), [
+    (DraftRules(None), 2, "no [draft]"),
+    (DraftRules("mtp", n_predict=2), 3, "divisible by n_predict=2"),
+    (DraftRules("suffix", suffix_max_tree_depth=8), 9, "suffix_decoding_max_tree_depth=8"),
+    (DraftRules("draft_model", rejection_sample_method="fly"), 1, "FLy requires num_speculative_tokens to be at least 2"),
+    (DraftRules("eagle3", rejection_sample_method="fly", fly_window_size=4), 4, "fly_window_size"),
+])
+def test_a_k_the_method_cannot_take(rules: DraftRules, k: int, words: str) -> None:
+    with pytest.raises(InputError, match="^k\\[1\\]: ") as info:
+        make_grid([0, k], rules=rules, concurrency=[1])
+    assert words in str(info.value)
+
+
+def test_method_rules_that_pass() -> None:
+    make_grid([2, 4], rules=DraftRules("mtp", n_predict=2), concurrency=[1])
+    make_grid([1], rules=DraftRules("mtp", n_predict=2), concurrency=[1])
+    make_grid([2, 6], rules=DraftRules("ngram"), concurrency=[1], schedules=[[[1, 8, 6], [9, 64, 0]]])
+    make_grid([3], rules=DraftRules("draft_model", rejection_sample_method="fly"), concurrency=[1])
+
+
+def test_schedule_refused_where_vllm_would_drop_it() -> None:
+    with pytest.raises(InputError, match=r"^schedules\[0\]: vLLM 0.33 ignores") as info:
+        make_grid([2], rules=DraftRules("suffix"), concurrency=[1], schedules=[[[1, 8, 4], [9, 64, 2]]])
+    assert "'suffix'" in str(info.value)
+
+
+def test_parsers_name_the_field() -> None:
+    with pytest.raises(InputError, match=r"^k\[1\]: 'x' is not a number"):
+        parse_list("2,x", "k")
+    with pytest.raises(InputError, match=r"^load.concurrency\[0\]: '1.5' is not a whole number"):
+        parse_list("1.5", "load.concurrency")
+    with pytest.raises(InputError, match=r"^chunked_prefill\[0\]: 'maybe' is not on/off"):
+        parse_list("maybe", "chunked_prefill", bool)
+    with pytest.raises(InputError, match=r"^schedules\[0\]\[1\]: '9-64' is not START-END:K"):
+        parse_schedule("1-8:4,9-64", "schedules[0]")
+    with pytest.raises(InputError, match=r"^--slo: ttft_p99 is given twice"):
+        parse_slo("ttft_p99=1ms,ttft_p99=2ms")
+    assert parse_slo("e2e_p50=1.5s,tpot_p90=250us").as_dict() == {"e2e_p50": 1500.0, "tpot_p90": 0.25}
+    assert not parse_slo("")
+
+
+def test_dense_lookup_carries_gaps_and_clamps_like_vllm() -> None:
+    entries = normalize_schedule([[32, 128, 2], [1, 16, 3]], "s")
+    dense = dense_lookup(entries, 160, 3)
+    assert dense[1] == dense[16] == 3 and dense[17] == dense[31] == 3  # the gap inherits k=3
+    assert dense[32] == dense[128] == 2 and dense[160] == 2  # the tail carries the last k
+    assert dense_lookup([(1, 8, 5)], 8, 3)[8] == 3  # clamped to num_speculative_tokens
