@@ -52,7 +52,7 @@ def _grid_lines(doc: Mapping[str, Any]) -> list[str]:
         f"- max_num_seqs: {axis('max_num_seqs')} · max_num_batched_tokens: {axis('max_num_batched_tokens')}"
         f" · chunked prefill: {axis('enable_chunked_prefill')}",
         f"- load ladder ({mode}): {', '.join(f'{lv.value:g}' for lv in grid.load)}",
-        f"- repeats {grid.repeats} · warm-up {grid.warmup_s:g} s per cell · at least {grid.min_requests} requests"
+        f"- repeats {grid.repeats} · warm-up {grid.warmup_s:g} s per cell · at least {grid.min_requests} request(s)"
         f" per class per cell · SLOs: {grid.slo.text()}",
         f"- a difference is a win only outside the repeats' range and above {100 * grid.tie_tolerance:g}%; "
         "otherwise a tie",
@@ -92,7 +92,7 @@ def _schedule_lines(doc: Mapping[str, Any]) -> list[str]:
               "| batch sizes | k | from loads (running batch) | why |", "|---|---|---|---|"]
     for rng in ev["ranges"]:
         loads = ", ".join(f"{lv['load']:g} ({lv['running_batch']})" for lv in rng["levels"])
-        why = "; ".join(lv["why"] for lv in rng["levels"])
+        why = "; ".join(f"at {lv['load']:g}: {lv['why']}" for lv in rng["levels"])
         lines.append(f"| {rng['range'][0]}–{rng['range'][1]} | {rng['k']} | {loads} | {why} |")
     config = doc.get("speculative_config")
     lines += [""]

@@ -33,19 +33,21 @@ def _save(fig: Figure, directory: Path, name: str) -> list[Path]:
     return paths
 
 
-def _title(result: SweepResult, what: str, meta: dict[str, Any]) -> str:
-    sim = " — SIMULATED" if meta.get("simulated") else ""
-    scale = f", time scale {meta['time_scale']}" if meta.get("time_scale") not in (None, 1, 1.0) else ""
-    return f"{meta.get('lab') or ''}: {what}{sim}{scale}"
+def _title(fig: Figure, what: str, meta: dict[str, Any]) -> None:
+    facts = [f"lab {meta.get('lab') or '?'}", f"scenario {meta.get('scenario') or '?'}"]
+    if meta.get("simulated"):
+        facts.append("SIMULATED")
+    if meta.get("time_scale") not in (None, 1, 1.0):
+        facts.append(f"time scale {meta['time_scale']} (modelled time)")
+    fig.suptitle(f"{what}\n{' · '.join(facts)}", fontsize=9)
 
 
-def speedup_figure(groups: Groups, result: SweepResult, meta: dict[str, Any]) -> Figure:
+def speedup_figure(groups: Groups, x_mode: str, meta: dict[str, Any]) -> Figure:
     """Rows: TPOT speed-up (TPOT₀ / TPOT_k) and throughput speed-up; one column per class."""
     classes = classes_of(groups) or [ALL]
     labels = arm_labels(groups)
     fig = Figure(figsize=(3.2 * len(classes) + 1.0, 6.0), layout="constrained")
     axes = fig.subplots(2, len(classes), squeeze=False, sharex=True)
-    x_mode = result.grid.mode
     for col, prompt_class in enumerate(classes):
         for row, (measure, name) in enumerate((("tpot", "TPOT speed-up"), ("throughput", "throughput speed-up"))):
             ax = axes[row][col]
@@ -71,6 +73,9 @@ def speedup_figure(groups: Groups, result: SweepResult, meta: dict[str, Any]) ->
                 if xs:
                     ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", markersize=3.5, capsize=2, label=labels[config])
             ax.set_xscale("log", base=2)
+            ticks = [lv.value for lv in levels_of(groups)]
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.minorticks_off()
             ax.set_title(f"{prompt_class}: {name}" if row == 0 else name, fontsize=9)
             if col == 0:
                 ax.set_ylabel("× vs k=0")
@@ -79,11 +84,11 @@ def speedup_figure(groups: Groups, result: SweepResult, meta: dict[str, Any]) ->
     handles, names = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, names, loc="outside right upper", fontsize=8)
-    fig.suptitle(_title(result, "speed-up vs load (bars: the repeats' range)", meta))
+    _title(fig, "speed-up vs k=0 against load (bars: the repeats' range)", meta)
     return fig
 
 
-def acceptance_figure(groups: Groups, result: SweepResult, meta: dict[str, Any]) -> Figure:
+def acceptance_figure(groups: Groups, meta: dict[str, Any]) -> Figure:
     """One panel per speculative arm: share of verify steps that accepted exactly j drafts, per class."""
     labels = arm_labels(groups)
     arms = [c for c in configs_of(groups) if c.speculative]
@@ -108,12 +113,13 @@ def acceptance_figure(groups: Groups, result: SweepResult, meta: dict[str, Any])
                 ax.bar([j + (i - (len(classes) - 1) / 2) * width for j in range(len(counts))],
                        [n / total for n in counts], width=width, label=prompt_class)
         ax.set_title(labels[config], fontsize=9)
-        ax.set_xlabel("drafts accepted in a step (acceptance length − 1)")
-        ax.set_ylabel("share of steps")
+        ax.set_xticks(range(config.k + 1))
+    axes[0].set_ylabel("share of verify steps")
+    fig.supxlabel("drafts accepted in a step (acceptance length − 1)", fontsize=9)
     handles, names = axes[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, names, loc="outside right upper", fontsize=8)
-    fig.suptitle(_title(result, "acceptance-length distribution per k (all load levels)", meta))
+    _title(fig, "acceptance-length distribution per k (all load levels)", meta)
     return fig
 
 
@@ -135,7 +141,7 @@ def pareto_figure(result: SweepResult, meta: dict[str, Any], prompt_class: str =
     ax.set_xlabel("aggregate output tokens/s")
     ax.set_ylabel("output tokens/s per user (1000 / TPOT p50)")
     ax.legend(fontsize=8)
-    fig.suptitle(_title(result, f"per-user vs aggregate throughput ({prompt_class}; labels: load)", meta))
+    _title(fig, f"per-user vs aggregate throughput, class {prompt_class} (point labels: load)", meta)
     return fig
 
 
@@ -144,8 +150,8 @@ def write_plots(directory: Path, result: SweepResult, meta: dict[str, Any],
     """Every plot as ``NAME.png`` and ``NAME.svg`` at the top of ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     groups = group_cells(result.cells, "grid")
-    makers = {"speedup_vs_load": lambda: speedup_figure(groups, result, meta),
-              "acceptance_length": lambda: acceptance_figure(groups, result, meta),
+    makers = {"speedup_vs_load": lambda: speedup_figure(groups, result.grid.mode, meta),
+              "acceptance_length": lambda: acceptance_figure(groups, meta),
               "pareto": lambda: pareto_figure(result, meta)}
     paths: list[Path] = []
     with matplotlib.rc_context(_RC):  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ from .reduce import best_k, break_even, comparisons, crossovers, group_cells
 from .schedule import Recommendation, recommend_schedule, speculative_config
 
 SWEEP_SCHEMA = "speclab.sweep/1"
+SCHEMA_FILE = Path(__file__).with_name("sweep.schema.json")  # the JSON Schema of the pinned keys
 
 
 @dataclass(frozen=True)
