@@ -14,6 +14,7 @@ from .cells import (
     CellResult,
     ServerSummary,
     cell_from_epoch,
+    cell_from_report,
     epoch_block,
     failed_cell,
     summarize_samples,
@@ -26,7 +27,7 @@ from .slo import Slo, parse_slo
 
 __all__ = [
     "MEASURES", "SWEEP_SCHEMA", "CellConfig", "CellPlan", "CellResult", "DraftRules", "Grid", "LoadLevel",
-    "ServerSummary", "Slo", "SweepResult", "best_fixed_k", "cell_from_epoch", "check_k", "check_schedule",
+    "ServerSummary", "Slo", "SweepResult", "best_fixed_k", "cell_from_epoch", "cell_from_report", "check_k", "check_schedule",
     "confirmation", "confirmation_configs", "epoch_block", "failed_cell", "load_sweep", "make_grid",
     "parse_list", "parse_schedule", "parse_slo", "reduce_sweep", "remaining", "rules_for_lab",
     "summarize_samples", "sweep_document",

@@ -167,10 +167,22 @@ class CellResult:
                    data.get("error"), dict(data.get("source") or {}))
 
 
-def _records_by_class(records: Iterable[RequestRecord], variant: str, epoch: int | None) -> dict[str, list[RequestRecord]]:
+def _finish(r: RequestRecord) -> float:
+    times = [t for t in (r.done, r.last_token, r.first_token, r.sent) if t is not None]
+    return max(times) if times else r.intended
+
+
+def _records_by_class(records: Iterable[RequestRecord], variant: str, epoch: int | None, start_s: float,
+                      end_s: float | None) -> dict[str, list[RequestRecord]]:
+    """The epoch's records by class: its epoch number, finished within its span (a record of the old
+    epoch finishing after a relaunch began belongs to the transition, as the epoch book places it;
+    the span also separates epochs where records carry no epoch number)."""
     out: dict[str, list[RequestRecord]] = {ALL: []}
     for r in records:
         if r.variant != variant or (epoch is not None and getattr(r, "epoch", epoch) != epoch):
+            continue
+        finish = _finish(r)
+        if finish < start_s - 1e-6 or (end_s is not None and finish > end_s + 1e-6):
             continue
         out[ALL].append(r)
         out.setdefault(r.prompt_class, []).append(r)
@@ -187,15 +199,20 @@ def cell_from_epoch(
     records: Iterable[RequestRecord] | None = None,
     warmup_s: float = 0.0,
     source: Mapping[str, Any] | None = None,
+    ends_in_transition: bool = False,
 ) -> CellResult:
     """A cell from ``report.json``'s ``variants.<variant>.epochs[i]`` block; ``samples`` and ``records``
-    are the run's server samples and request records (filtered here to the variant, epoch and span)."""
+    are the run's server samples and request records (filtered here to the variant, epoch and span;
+    ``ends_in_transition``: a relaunch followed, so records finishing after ``end_s`` are not this
+    epoch's). ``warmup_s`` skips the first seconds of the span for the server block."""
     classes = epoch_block.get("classes")
     if not isinstance(classes, Mapping) or ALL not in classes:
         raise InputError(f"cell {plan.id}: the epoch block has no per-class 'classes' with '{ALL}' "
                          "(a report.json from before config epochs?)")
     epoch = epoch_block.get("epoch")
-    by_class = _records_by_class(records, variant, epoch) if records is not None else None
+    cut = float(epoch_block["end_s"]) if ends_in_transition and epoch_block.get("end_s") is not None else None
+    start0 = float(epoch_block.get("start_s") or 0.0)
+    by_class = None if records is None else _records_by_class(records, variant, epoch, start0, cut)
     blocks: dict[str, dict[str, Any]] = {}
     for name, block in classes.items():
         mine = None if by_class is None else by_class.get(name, [])
@@ -216,6 +233,30 @@ def epoch_block(report: Mapping[str, Any], variant: str, epoch: int) -> Mapping[
         if block.get("epoch") == epoch:
             return block
     raise InputError(f"report: variant {variant!r} has no epoch {epoch}")
+
+
+def cell_from_report(
+    plan: CellPlan,
+    report: Mapping[str, Any],
+    *,
+    variant: str,
+    epoch: int,
+    slo: Slo,
+    samples: Iterable[ServerSample] | None = None,
+    records: Iterable[RequestRecord] | None = None,
+    warmup_s: float = 0.0,
+    source: Mapping[str, Any] | None = None,
+) -> CellResult:
+    """A cell from a whole ``report.json``: its epoch block, whether a relaunch ended that epoch, and
+    how many of the epoch's intervals the client could not keep up in (kept in ``source``)."""
+    block = epoch_block(report, variant, epoch)
+    ends = any(t.get("variant") == variant and t.get("from_epoch") == epoch for t in report.get("transitions") or ())
+    start, end = float(block.get("start_s") or 0.0), float(block.get("end_s") or 0.0)
+    saturated = [i for i in (report.get("measurement") or {}).get("saturated_intervals") or () if start < i <= end + 1]
+    facts = {"saturated_intervals": len(saturated), "span_intervals": max(1, round(end - start)),
+             "report_exit": (report.get("exit") or {}).get("code"), **(source or {})}
+    return cell_from_epoch(plan, block, variant=variant, slo=slo, samples=samples, records=records, warmup_s=warmup_s,
+                           source=facts, ends_in_transition=ends)
 
 
 def failed_cell(plan: CellPlan, error: str, source: Mapping[str, Any] | None = None) -> CellResult:

@@ -77,8 +77,13 @@ def reduce_sweep(grid: Grid, cells: Iterable[CellResult], *, lab: Lab, objective
     schedule_arm = rec.config()
     if confirm_groups and schedule_arm is not None and fixed is not None:
         confirmed = confirmation(confirm_groups, schedule=schedule_arm, best_fixed=fixed, tolerance=tol, min_requests=least)
-    failed = [c.plan.id for c in cells if not c.ok]
     notes = [*grid.notes(lab.effective(lab.baseline).max_num_seqs), *rec.notes]
+    failed = [c.plan.id for c in cells if not c.ok]
+    for c in cells:
+        saturated, span = c.source.get("saturated_intervals") or 0, c.source.get("span_intervals") or 0
+        if span and saturated > span / 2:
+            notes.append(f"cell {c.plan.id}: the client could not keep up in {saturated} of {span} intervals, "
+                         "so its numbers describe the load generator more than the server")
     if failed:
         notes.append(f"{len(failed)} cell(s) failed and are left out of every comparison: {', '.join(failed)}")
     return SweepResult(grid, cells, pinned, detail, best_k(groups, tolerance=tol, min_requests=least),

@@ -92,7 +92,7 @@ def test_bad_grid_names_the_field(kwargs: dict, field: str, words: str) -> None:
     (DraftRules("eagle3", rejection_sample_method="fly", fly_window_size=4), 4, "fly_window_size"),
 ])
 def test_a_k_the_method_cannot_take(rules: DraftRules, k: int, words: str) -> None:
-    with pytest.raises(InputError, match="^k\\[1\\]: ") as info:
+    with pytest.raises(InputError, match=r"^k\[1\]: ") as info:
         make_grid([0, k], rules=rules, concurrency=[1])
     assert words in str(info.value)
 

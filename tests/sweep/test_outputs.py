@@ -90,7 +90,7 @@ def test_plots_are_written_non_empty_and_deterministic(written: tuple[Path, list
 
 def test_resume_reads_back_the_cells_and_skips_finished_ones(written: tuple[Path, list[Path], object]) -> None:
     out, _, result = written
-    doc, grid, cells = load_sweep(out)
+    _, grid, cells = load_sweep(out)
     assert grid.as_dict() == result.grid.as_dict()  # type: ignore[attr-defined]
     assert [c.plan.id for c in cells] == [c.plan.id for c in result.cells]  # type: ignore[attr-defined]
     again = reduce_sweep(grid, cells, lab=LAB)
@@ -103,7 +103,7 @@ def test_resume_refuses_what_is_not_a_sweep(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no sweep to resume"):
         load_sweep(tmp_path)
     (tmp_path / "sweep.json").write_text('{"schema": "speclab.report/1"}')
-    with pytest.raises(InputError, match="expected 'speclab.sweep/1'"):
+    with pytest.raises(InputError, match=r"expected 'speclab\.sweep/1'"):
         load_sweep(tmp_path)
     (tmp_path / "sweep.json").write_text("{not json")
     with pytest.raises(InputError, match="not readable as JSON"):

@@ -10,7 +10,6 @@ from speclab.sweep import DraftRules, failed_cell, make_grid, reduce_sweep
 from speclab.sweep.confirm import confirmation_configs
 from speclab.sweep.grid import CellPlan
 from speclab.sweep.noise import Spread, compare
-from speclab.sweep.reduce import group_cells
 from speclab.sweep.rules import dense_lookup, normalize_schedule
 
 from . import synth
