@@ -161,7 +161,7 @@ class Grid:
     def cells(self, phase: str = "grid", configs: Sequence[CellConfig] | None = None) -> list[CellPlan]:
         """Every cell in run order: repeat by repeat, each a full ladder, baselines first at each level."""
         chosen = tuple(configs) if configs is not None else self.configs
-        ordered = sorted(chosen, key=lambda c: (c.group() != chosen[0].group(), c.k > 0, c.schedule is not None, c.k))
+        ordered = order_configs(chosen)
         return [CellPlan(c, level, r, phase) for r in range(1, self.repeats + 1) for level in self.load for c in ordered]
 
     def notes(self, lab_max_num_seqs: int | None) -> list[str]:
@@ -190,6 +190,15 @@ class Grid:
                    tuple(LoadLevel.from_dict(x) for x in data["load"]), int(data["repeats"]), float(data["warmup_s"]),
                    int(data["min_requests"]), Slo.from_dict(data.get("slo") or {}), float(data["tie_tolerance"]),
                    DraftRules(**data["draft"]))
+
+
+def order_configs(configs: Iterable[CellConfig]) -> list[CellConfig]:
+    """Batch-settings groups in first-seen order; in each, the baseline, fixed k ascending, then schedules."""
+    seen: dict[CellConfig, None] = dict.fromkeys(configs)
+    groups: dict[tuple[int | None, int | None, bool | None], int] = {}
+    for c in seen:
+        groups.setdefault(c.group(), len(groups))
+    return sorted(seen, key=lambda c: (groups[c.group()], c.schedule is not None, c.k, c.schedule or ()))
 
 
 def varying_settings(configs: Iterable[CellConfig]) -> tuple[str, ...]:

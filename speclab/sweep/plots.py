@@ -42,45 +42,31 @@ def _title(fig: Figure, what: str, meta: dict[str, Any]) -> None:
     fig.suptitle(f"{what}\n{' · '.join(facts)}", fontsize=9)
 
 
-def speedup_figure(groups: Groups, x_mode: str, meta: dict[str, Any]) -> Figure:
+def speedup_figure(result: SweepResult, levels: Sequence[float], meta: dict[str, Any]) -> Figure:
     """Rows: TPOT speed-up (TPOT₀ / TPOT_k) and throughput speed-up; one column per class."""
-    classes = classes_of(groups) or [ALL]
-    labels = arm_labels(groups)
+    classes = list(result.speedup) or [ALL]
     fig = Figure(figsize=(3.2 * len(classes) + 1.0, 6.0), layout="constrained")
     axes = fig.subplots(2, len(classes), squeeze=False, sharex=True)
     for col, prompt_class in enumerate(classes):
         for row, (measure, name) in enumerate((("tpot", "TPOT speed-up"), ("throughput", "throughput speed-up"))):
             ax = axes[row][col]
             ax.axhline(1.0, color="0.3", linewidth=0.8)
-            for config in configs_of(groups):
-                if not config.speculative:
-                    continue
-                xs, ys, lo, hi = [], [], [], []
-                for level in levels_of(groups):
-                    arm, base = groups.get((config, level)), groups.get((config.baseline(), level))
-                    if arm is None or base is None or not arm.ok or not base.ok:
-                        continue
-                    a, b = arm.spread(prompt_class, measure), base.spread(prompt_class, measure)
-                    if not a or not b or a.median <= 0 or b.median <= 0:
-                        continue
-                    ratio = (b.median / a.median) if measure == "tpot" else (a.median / b.median)
-                    worst = (b.low / a.high) if measure == "tpot" else (a.low / b.high)
-                    best = (b.high / a.low) if measure == "tpot" else (a.high / b.low)
-                    xs.append(level.value)
-                    ys.append(ratio)
-                    lo.append(max(ratio - worst, 0.0))
-                    hi.append(max(best - ratio, 0.0))
-                if xs:
-                    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", markersize=3.5, capsize=2, label=labels[config])
+            for arm, per_measure in (result.speedup.get(prompt_class) or {}).items():
+                points = per_measure[measure]
+                if points:
+                    ys = [p["speedup"] for p in points]
+                    ax.errorbar([p["load"] for p in points], ys,
+                                yerr=[[y - p["low"] for y, p in zip(ys, points, strict=True)],
+                                      [p["high"] - y for y, p in zip(ys, points, strict=True)]],
+                                marker="o", markersize=3.5, capsize=2, label=arm)
             ax.set_xscale("log", base=2)
-            ticks = [lv.value for lv in levels_of(groups)]
-            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.set_xticks(list(levels), [f"{t:g}" for t in levels])
             ax.minorticks_off()
             ax.set_title(f"{prompt_class}: {name}" if row == 0 else name, fontsize=9)
             if col == 0:
                 ax.set_ylabel("× vs k=0")
             if row == 1:
-                ax.set_xlabel("concurrency" if x_mode == "concurrency" else "requests/s")
+                ax.set_xlabel("concurrency" if result.grid.mode == "concurrency" else "requests/s")
     handles, names = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, names, loc="outside right upper", fontsize=8)
@@ -150,7 +136,7 @@ def write_plots(directory: Path, result: SweepResult, meta: dict[str, Any],
     """Every plot as ``NAME.png`` and ``NAME.svg`` at the top of ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     groups = group_cells(result.cells, "grid")
-    makers = {"speedup_vs_load": lambda: speedup_figure(groups, result.grid.mode, meta),
+    makers = {"speedup_vs_load": lambda: speedup_figure(result, [lv.value for lv in levels_of(groups)], meta),
               "acceptance_length": lambda: acceptance_figure(groups, meta),
               "pareto": lambda: pareto_figure(result, meta)}
     paths: list[Path] = []

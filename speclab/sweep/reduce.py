@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cells import ALL, MEASURES, CellResult
-from .grid import CellConfig, LoadLevel, varying_settings
+from .grid import CellConfig, LoadLevel, order_configs, varying_settings
 from .noise import Comparison, Spread, compare
 
 CROSSOVER_MEASURES = ("tpot", "throughput")
@@ -68,10 +68,7 @@ def levels_of(groups: Groups) -> list[LoadLevel]:
 
 
 def configs_of(groups: Groups) -> list[CellConfig]:
-    seen: dict[CellConfig, None] = {}
-    for config, _ in groups:
-        seen.setdefault(config, None)
-    return sorted(seen, key=lambda c: (c.group() != next(iter(seen)).group(), c.schedule is not None, c.k, c.schedule or ()))
+    return order_configs(config for config, _ in groups)
 
 
 def classes_of(groups: Groups) -> list[str]:
@@ -190,6 +187,35 @@ def best_k(groups: Groups, *, tolerance: float, min_requests: int,
                 row[measure] = None if best is None else best["k"]
             rows.append(row)
         out[prompt_class] = rows
+    return out
+
+
+def speedups(groups: Groups) -> dict[str, dict[str, dict[str, list[dict[str, Any]]]]]:
+    """class -> arm -> measure -> per level the speed-up over k = 0 (TPOT₀/TPOT_k, thr_k/thr₀) with the
+    range the repeats allow: the numbers behind the speed-up plot and the app's heat map."""
+    labels = arm_labels(groups)
+    out: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
+    for prompt_class in classes_of(groups):
+        per_arm: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for config in configs_of(groups):
+            if not config.speculative:
+                continue
+            per_arm[labels[config]] = {m: [] for m in CROSSOVER_MEASURES}
+            for level in levels_of(groups):
+                arm, base = groups.get((config, level)), groups.get((config.baseline(), level))
+                if arm is None or base is None or not arm.ok or not base.ok:
+                    continue
+                for measure in CROSSOVER_MEASURES:
+                    a, b = arm.spread(prompt_class, measure), base.spread(prompt_class, measure)
+                    if not a or not b or min(a.median, a.low, b.median, b.low) <= 0:
+                        continue
+                    if MEASURES[measure].higher_is_better:
+                        value, low, high = a.median / b.median, a.low / b.high, a.high / b.low
+                    else:
+                        value, low, high = b.median / a.median, b.low / a.high, b.high / a.low
+                    per_arm[labels[config]][measure].append(
+                        {"load": level.value, "speedup": round(value, 4), "low": round(low, 4), "high": round(high, 4)})
+        out[prompt_class] = per_arm
     return out
 
 

@@ -23,7 +23,7 @@ from .cells import ALL, CellResult
 from .confirm import best_fixed_k, confirmation
 from .grid import CellConfig, CellPlan, Grid
 from .pareto import pareto_by_class
-from .reduce import best_k, break_even, comparisons, crossovers, group_cells
+from .reduce import best_k, break_even, comparisons, crossovers, group_cells, speedups
 from .schedule import Recommendation, recommend_schedule, speculative_config
 
 SWEEP_SCHEMA = "speclab.sweep/1"
@@ -41,6 +41,7 @@ class SweepResult:
     recommendation: Recommendation
     speculative_config: dict[str, Any] | None
     pareto: dict[str, Any]
+    speedup: dict[str, Any]
     best_fixed: CellConfig | None
     confirmation: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
@@ -88,7 +89,7 @@ def reduce_sweep(grid: Grid, cells: Iterable[CellResult], *, lab: Lab, objective
         notes.append(f"{len(failed)} cell(s) failed and are left out of every comparison: {', '.join(failed)}")
     return SweepResult(grid, cells, pinned, detail, best_k(groups, tolerance=tol, min_requests=least),
                        break_even(groups, min_requests=least), rec, speculative_config(lab, rec),
-                       pareto_by_class(groups), fixed, confirmed, notes)
+                       pareto_by_class(groups), speedups(groups), fixed, confirmed, notes)
 
 
 def sweep_document(result: SweepResult, meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,6 +112,7 @@ def sweep_document(result: SweepResult, meta: Mapping[str, Any]) -> dict[str, An
         "speculative_config": result.speculative_config,
         "grid": result.grid.as_dict(),
         "crossover_detail": result.crossover_detail,
+        "speedup": result.speedup,
         "best_k": result.best_k,
         "break_even": result.break_even,
         "no_crossover": result.no_crossover(),

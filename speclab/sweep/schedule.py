@@ -105,9 +105,11 @@ def recommend_schedule(groups: Groups, *, tolerance: float, min_requests: int, m
             if choice["k"] != kept["k"]:
                 notes.append(f"loads {kept['load']:g} and {choice['load']:g} both ran a batch of {b}; "
                              f"they chose k={kept['k']} and k={choice['k']}, the smaller is kept")
-            kept.setdefault("merged", []).append(choice)
             if choice["k"] < kept["k"]:
-                anchors[b] = {**choice, "merged": [kept, *kept.get("merged", [])]}
+                earlier = [m for m in kept.pop("merged", [])]
+                anchors[b] = {**choice, "merged": [kept, *earlier]}
+            else:
+                kept.setdefault("merged", []).append(choice)
             continue
         anchors[b] = choice
     points = sorted(anchors.items())

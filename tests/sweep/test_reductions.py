@@ -206,3 +206,16 @@ def test_goodput_under_slos_from_records() -> None:
     assert good["slo_met"] is False
     none = cell_from_epoch(plan, block, variant="k4", slo=slo).classes["qa"]["goodput"]
     assert none["source"] == "not_measured" and none["requests_per_s"] is None
+
+
+def test_speedups_are_the_modelled_ratios_with_the_repeats_range() -> None:
+    grid = _grid()
+    result = reduce_sweep(grid, synth.model_cells(grid), lab=LAB)
+    for k in (2, 4):
+        for measure in ("tpot", "throughput"):
+            points = result.speedup["all"][f"k{k}"][measure]
+            assert [p["load"] for p in points] == LADDER
+            for p in points:
+                expected = synth.TAU[k] / (1 + synth.A * k * p["load"])
+                assert p["speedup"] == pytest.approx(expected, rel=1e-3)
+                assert p["low"] < p["speedup"] < p["high"]  # ±0.4% jitter on each side
