@@ -137,3 +137,26 @@ def test_reductions_and_files_from_real_cells(cells: list[Any], tmp_path: Path) 
     jsonschema.validate(json.loads(json.dumps(doc)), json.loads(SCHEMA_FILE.read_text()))
     paths = write_sweep(tmp_path, result, {"lab": "default", "scenario": "mixed", "simulated": True}, plots=False)
     assert (tmp_path / "sweep.md").read_text().count("| all |") >= 3 and len(paths) == 2
+
+
+def test_measured_break_even_agrees_with_the_step_model(cells: list[Any]) -> None:
+    """τ × TPOT_k / TPOT₀ from the cells is the step-time ratio the simulator's step model prices
+    (sim/breakeven.py; the sweep computes it from the cells so that it holds on vLLM too)."""
+    from speclab.sim.breakeven import break_even
+    from speclab.sim.hardware import gpu_profile
+    from speclab.sim.shapes import MODEL_SHAPES
+    from speclab.sim.timing import StepTimeModel
+
+    model = StepTimeModel(gpu_profile("H100"), MODEL_SHAPES["sim-8b"], MODEL_SHAPES["sim-1b"])
+    grid = make_grid([0, 2, 3, 4], rules=rules_for_lab(LAB), concurrency=[2, 4], slo=SLO, min_requests=5)
+    result = reduce_sweep(grid, cells, lab=LAB)
+    checked = 0
+    for arm, rows in result.break_even["all"].items():
+        k = int(arm[1:])
+        for row in rows:
+            cell = next(c for c in cells if c.config.k == k and c.load.value == row["load"])
+            batch = cell.server.running_batch
+            modelled = break_even(model, batch, 300, k)
+            assert row["tpot"] == pytest.approx(modelled, rel=0.08), (arm, row, batch, modelled)
+            checked += 1
+    assert checked == 5
