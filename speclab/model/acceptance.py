@@ -33,3 +33,33 @@ def steps_accepting_position(histogram: Sequence[int]) -> list[int]:
     """Per draft position i, the steps whose drafts 0..i were all accepted (vLLM's per_pos counter):
     a step that accepted exactly j drafts accepted every position below j."""
     return [sum(histogram[i + 1 :]) for i in range(len(histogram) - 1)]
+
+
+def steps_drafting_position(
+    steps: int, drafted: int, k: int, histogram: Sequence[int], per_step_drafted: Sequence[int] = ()
+) -> tuple[list[int], bool]:
+    """Per draft position i, the verify steps that drafted it, and whether that is exact.
+
+    A step drafting d tokens drafts positions 0..d-1. Exact from the per-step drafted counts
+    (vLLM's ``detailed`` mode), or when every step drafted all k. Otherwise some steps drafted
+    fewer (the step's token budget, a short n-gram match) and the sums cannot say which: the
+    shortfall is taken from the deepest positions first, never below the steps that accepted
+    there (an accepted draft was drafted), which is an estimate.
+    """
+    if per_step_drafted:
+        width = max(k, max(per_step_drafted))
+        return [sum(1 for d in per_step_drafted if d > i) for i in range(width)], True
+    k = k or max(len(histogram) - 1, 0)
+    if not steps or not k:
+        return [], True
+    positions = [steps] * k
+    short = steps * k - drafted
+    if short <= 0:
+        return positions, True
+    floor = [steps, *steps_accepting_position(histogram)[1:k]]
+    floor += [0] * (k - len(floor))
+    for i in range(k - 1, -1, -1):
+        take = min(short, positions[i] - floor[i])
+        positions[i] -= take
+        short -= take
+    return positions, False

@@ -24,6 +24,9 @@ class SpecCounts:
     histogram: list[int] = field(default_factory=list)  # [j] = steps that accepted exactly j drafts
     num_spec_tokens: int = 0  # k
     source: str = "none"  # CountSource value
+    # [i] = verify steps that drafted position i, where the server said (vLLM's detailed
+    # per-step counts); empty otherwise, and derived from the sums (model.acceptance).
+    drafted_per_position: list[int] = field(default_factory=list)
 
     @property
     def acceptance_length(self) -> float | None:
@@ -45,6 +48,7 @@ class RequestRecord:
     last_token: float | None = None
     done: float | None = None
     warmup: bool = False
+    epoch: int = 1  # the variant's config epoch the request was sent to (CONVENTIONS, "Config epochs")
     worker: int = 0
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)

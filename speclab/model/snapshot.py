@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import acceptance
+from .epochs import EpochInfo, TransitionInfo
 from .names import PERCENTILE_POINTS
 from .records import Event, ServerSample
 
@@ -57,6 +58,8 @@ class AcceptanceStats:
     accepted: int = 0
     histogram: tuple[int, ...] = ()  # summed per-request acceptance_histogram
     source: str = "none"  # CountSource: exact, estimated, or a mix reported as "estimated"
+    position_drafts: tuple[int, ...] = ()  # [i] = verify steps that drafted position i
+    position_source: str = "none"  # "exact", or "estimated" where some steps drafted fewer than k
 
     @property
     def acceptance_length(self) -> float | None:
@@ -76,10 +79,14 @@ class AcceptanceStats:
 
     @property
     def per_position(self) -> tuple[float, ...]:
-        """P(draft position i accepted) = steps accepting > i drafts / steps (prefix acceptance)."""
+        """P(draft position i accepted | drafted) = steps accepting > i drafts / steps that drafted
+        position i (prefix acceptance). Without ``position_drafts`` every step is taken to have drafted
+        every position of the histogram."""
         if not self.steps or not self.histogram:
             return ()
-        return tuple(n / self.steps for n in acceptance.steps_accepting_position(self.histogram))
+        accepting = acceptance.steps_accepting_position(self.histogram)
+        drafts = self.position_drafts or (self.steps,) * len(accepting)
+        return tuple(n / d if d else 0.0 for n, d in zip(accepting, drafts, strict=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +125,12 @@ ALL_CLASSES = "all"
 
 @dataclass(frozen=True, slots=True)
 class VariantStats:
+    """One variant in one config epoch (never summed across epochs)."""
+
     variant: str
     classes: dict[str, ClassStats] = field(default_factory=dict)  # includes ALL_CLASSES
+    epoch: int = 1
+    label: str = ""  # the epoch's label (``k4``, ``k4·2 (k=6)``); empty means the variant name
 
     @property
     def total(self) -> ClassStats:
@@ -139,11 +150,58 @@ class ClientHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class EpochStats:
+    """One config epoch of a variant and everything measured in it since the end of warm-up."""
+
+    info: EpochInfo
+    stats: VariantStats
+
+
+@dataclass(frozen=True, slots=True)
+class ABWindow:
+    """One side of the A/B view: a variant's epoch over whole closed intervals, and the baseline
+    (one baseline epoch) over exactly those intervals. ``first_interval`` is None while empty."""
+
+    epoch: int
+    label: str
+    baseline_epoch: int
+    baseline_label: str
+    first_interval: int | None = None
+    last_interval: int | None = None
+    start_s: float = 0.0
+    end_s: float = 0.0
+    own: VariantStats = field(default_factory=lambda: VariantStats(""))
+    baseline: VariantStats = field(default_factory=lambda: VariantStats(""))
+    note: str = ""  # why the window is shorter than asked, if it is
+
+    @property
+    def intervals(self) -> int:
+        if self.first_interval is None or self.last_interval is None:
+            return 0
+        return self.last_interval - self.first_interval + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ABView:
+    """The current epoch against the baseline over the same intervals, and the previous epoch over
+    as many intervals just before its transition (against the baseline over those). Built by the
+    aggregator from its merged interval windows, so percentiles are window percentiles."""
+
+    variant: str
+    baseline: str
+    current: ABWindow
+    previous: ABWindow | None = None
+    relaunching: bool = False  # a transition is under way: the current window has stopped growing
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     t: float  # seconds since run start
     interval: int  # index of the last closed 1 s interval
-    cumulative: dict[str, VariantStats] = field(default_factory=dict)  # since the end of warm-up
-    last_interval: dict[str, VariantStats] = field(default_factory=dict)  # the last closed interval
+    # Per variant, its current config epoch since the end of warm-up (``epochs`` has them all).
+    cumulative: dict[str, VariantStats] = field(default_factory=dict)
+    # Per variant, the last closed interval of the newest epoch that had requests in it.
+    last_interval: dict[str, VariantStats] = field(default_factory=dict)
     servers: dict[str, ServerSample] = field(default_factory=dict)  # latest sample per variant
     health: ClientHealth = field(default_factory=ClientHealth)
     events: tuple[Event, ...] = ()  # events since the previous snapshot
@@ -151,3 +209,6 @@ class Snapshot:
     paused: bool = False
     finished: bool = False
     simulated: bool = True
+    epochs: dict[str, tuple[EpochStats, ...]] = field(default_factory=dict)  # every epoch, oldest first
+    transitions: tuple[TransitionInfo, ...] = ()
+    ab: dict[str, ABView] = field(default_factory=dict)  # per non-baseline variant
