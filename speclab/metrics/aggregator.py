@@ -4,14 +4,9 @@ Time is cut into 1 s intervals on the run clock; a record belongs to the interva
 finished. An interval closes ``close_delay_s`` after its end (records shipped from worker processes
 arrive a little late), is summarised once into the ``last_interval`` view and then kept only in
 encoded form, so any window of intervals merges losslessly on demand. The cumulative view (since
-the end of warm-up) is kept live, with its percentiles cached per (variant, class) until new
-records arrive. Warm-up records are measured — they show in ``last_interval`` — but stored apart
-and excluded from cumulative views, windows and the intervals handed to the recorder.
-
-The cumulative rates of a variant are over its measured traffic, taken from the records: from the
-earliest intended time of a non-warm-up request to ``now`` (to the variant's last finish in the
-finished snapshot). The run clock's zero is not that start: worker start-up, warm-up by request
-count and, with ``--sequential``, the other variants' phases all come before it.
+the end of warm-up, ``cumulative.py``) is kept live. Warm-up records are measured — they show in
+``last_interval`` — but stored apart and excluded from cumulative views, windows and the intervals
+handed to the recorder.
 
 An all-day session bounds memory with ``retain_intervals``: a closed interval's encoded histograms
 are dropped once it has been closed for ``retain_intervals`` intervals of run time. Nothing else
@@ -20,6 +15,11 @@ so it stays exactly what keeping everything gives; ``window`` and ``iter_closed_
 with a ValueError, to answer for dropped intervals rather than quietly answer for fewer. Timing the
 drop from when an interval closed (not from its index) means a consumer that reads after every
 tick, like the recorder, sees each interval even when one tick closes many.
+
+Everything is kept per (variant, config epoch, class) and never summed across epochs: the epoch
+book (``epochs.py``) places each record in its epoch or in a transition, from the boundary events
+fed through ``add_event``. Snapshots carry every epoch (``epochs``), each variant's current one
+(``cumulative``), the transitions, and the A/B windows (``ab.py``) merged from closed intervals.
 """
 
 from __future__ import annotations
@@ -27,16 +27,28 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from speclab.model.names import PROM_QUEUE_TIME, CountSource
 from speclab.model.records import Event, RequestRecord, ServerSample
-from speclab.model.snapshot import ALL_CLASSES, ClassStats, ClientHealth, Percentiles, Snapshot, VariantStats
+from speclab.model.snapshot import (
+    ALL_CLASSES,
+    ClassStats,
+    ClientHealth,
+    EpochStats,
+    Snapshot,
+    VariantStats,
+)
 
+from .ab import ABTracker, CellParts
 from .cells import Cell, Counts, HistogramPool, class_stats, finish_time, percentiles_by_metric
+from .cumulative import CumulativeView
+from .epochs import EpochBook
 from .hdr import EncodedHistogram
 from .hlog import make_tag
 
-Key = tuple[str, str]  # (variant, class)
+Key = tuple[str, int, str]  # (variant, epoch, class)
+EpochKey = tuple[str, int]  # (variant, epoch)
 
 
 @dataclass(slots=True)
@@ -78,6 +90,7 @@ class Aggregator:
         warmup_s: float = 0.0,
         close_delay_s: float = 0.5,
         retain_intervals: int | None = None,
+        baseline: str | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
@@ -95,11 +108,10 @@ class Aggregator:
         self._closed: list[_ClosedInterval] = []
         self._next_close = 0  # index of the oldest interval not yet closed
         self._dropped_below = 0  # closed intervals with a smaller index were dropped by retention
-        self._cumulative: dict[Key, Cell] = {}
-        self._measured_span: dict[str, tuple[float, float]] = {}  # variant -> (first intended, last finish)
-        self._dirty: set[Key] = set()
-        self._pct_cache: dict[Key, dict[str, Percentiles]] = {}
-        self._all_cache: dict[str, dict[str, Percentiles]] = {}
+        self._cumulative = CumulativeView(self._pool)
+        self.book = EpochBook()
+        self._baseline = baseline
+        self._ab = ABTracker(self.book, self._pool, interval_s)
         self._last: dict[str, VariantStats] = {}
         self._servers: dict[str, ServerSample] = {}
         self._server_timing: set[str] = set()
@@ -113,17 +125,32 @@ class Aggregator:
     def interval_of(self, t: float) -> int:
         return max(0, math.floor(t / self.interval_s))
 
+    @property
+    def baseline(self) -> str:
+        """The variant A/B compares against: as set, else one named "baseline", else the first."""
+        if self._baseline:
+            return self._baseline
+        return "baseline" if "baseline" in self.variants else (self.variants[0] if self.variants else "")
+
+    def launch(self, variant: str, settings: dict[str, Any], *, baseline: bool = False) -> None:
+        """A variant's launched settings (its epoch 1); ``baseline`` marks the A/B reference."""
+        self._know(variant, None)
+        self.book.launch(variant, settings)
+        if baseline:
+            self._baseline = variant
+        self._ab.touch()
+
     def add_records(self, records: Iterable[RequestRecord]) -> None:
         for record in records:
             self._know(record.variant, record.prompt_class)
-            key = (record.variant, record.prompt_class)
+            epoch = self.book.place(record)
+            if epoch is None:
+                continue  # a transition's: counted there, in no epoch
+            key = (record.variant, epoch, record.prompt_class)
             finished_at = finish_time(record)
             index = self.interval_of(finished_at)
             if not record.warmup:
-                self._cumulative.setdefault(key, Cell()).add_record(record, self._pool)
-                self._dirty.add(key)
-                first, last = self._measured_span.get(record.variant, (record.intended, finished_at))
-                self._measured_span[record.variant] = (min(first, record.intended), max(last, finished_at))
+                self._cumulative.add(key, record, finished_at)
             if index < self._next_close:
                 self._add_late(index, key, record)
                 continue
@@ -142,6 +169,8 @@ class Aggregator:
 
     def add_event(self, event: Event) -> None:
         self._events.append(event)
+        if self.book.on_event(event):
+            self._ab.touch()
 
     def set_health(self, health: ClientHealth, interval: int | None = None) -> None:
         """Latest client health; a saturated client marks ``interval`` (the interval the worker's
@@ -181,11 +210,21 @@ class Aggregator:
             closed.cells[key] = _StoredCell(
                 cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
             )
-        self._last = self._stats([*interval.measured.items(), *interval.warmup.items()], window)
-        for cell in [*interval.measured.values(), *interval.warmup.values()]:
-            cell.release(self._pool)
+        self._last = self._newest(self._stats([*interval.measured.items(), *interval.warmup.items()], window))
         self._closed.append(closed)
         self._next_close = index + 1
+        live: dict[Key, CellParts] = {key: (cell.counts, cell.hists) for key, cell in interval.measured.items()}
+        self._ab.on_close(self.variants, self.baseline, index, start_s, end_s, live, self._stored)
+        for cell in [*interval.measured.values(), *interval.warmup.values()]:
+            cell.release(self._pool)
+
+    def _stored(self, index: int) -> tuple[float, float, dict[Key, CellParts]] | None:
+        """A closed interval's encoded cells for the A/B windows; None once dropped."""
+        offset = index - self._closed[0].index if self._closed else -1
+        if offset < 0 or offset >= len(self._closed):
+            return None
+        closed = self._closed[offset]
+        return closed.start_s, closed.end_s, {k: (c.counts, c.hists) for k, c in closed.cells.items()}
 
     def _drop_expired(self) -> None:
         if self.retain_intervals is None:
@@ -218,10 +257,16 @@ class Aggregator:
         else:
             self.tick(now)
         events, self._events = tuple(self._events), []
+        by_epoch = self._cumulative.stats(self._epoch_keys(), self.classes, now, finished, self._ended,
+                                          self._fallback, self._variant_stats)
+        epochs = {
+            variant: tuple(EpochStats(info, by_epoch[(variant, info.epoch)]) for info in self.book.epochs(variant))
+            for variant in self.variants
+        }
         return Snapshot(
             t=now,
             interval=self._next_close - 1,
-            cumulative=self._cumulative_stats(now, finished),
+            cumulative={v: by_epoch[(v, self.book.current(v))] for v in self.variants},
             last_interval=dict(self._last),
             servers=dict(self._servers),
             health=self._health,
@@ -230,13 +275,21 @@ class Aggregator:
             paused=paused,
             finished=finished,
             simulated=self.simulated,
+            epochs=epochs,
+            transitions=self.book.transitions(),
+            ab=self._ab.views(self.variants, self.baseline, self.classes, self._fallback),
         )
 
     def window(self, start_interval: int, end_interval: int) -> dict[str, VariantStats]:
-        """Stats over closed intervals ``start_interval..end_interval`` (inclusive), warm-up excluded.
+        """Per variant, its newest epoch with requests in closed intervals ``start_interval..end_interval``
+        (inclusive), warm-up excluded; ``window_by_epoch`` has every epoch.
 
         Raises ValueError when the range reaches intervals already dropped by ``retain_intervals``.
         """
+        return self._newest(self.window_by_epoch(start_interval, end_interval))
+
+    def window_by_epoch(self, start_interval: int, end_interval: int) -> dict[EpochKey, VariantStats]:
+        """Stats per (variant, epoch) over closed intervals ``start_interval..end_interval`` (inclusive)."""
         if start_interval < self._dropped_below:
             raise ValueError(
                 f"window({start_interval}, {end_interval}): intervals before {self._dropped_below} are no "
@@ -277,9 +330,10 @@ class Aggregator:
         for closed in self._closed:
             if closed.index <= since:
                 continue
-            for (variant, prompt_class), stored in closed.cells.items():
+            for (variant, epoch, prompt_class), stored in closed.cells.items():
                 for metric, encoded in stored.hists.items():
-                    yield closed.index, closed.start_s, closed.end_s, make_tag(metric, prompt_class, variant), encoded
+                    tag = make_tag(metric, prompt_class, variant, epoch)
+                    yield closed.index, closed.start_s, closed.end_s, tag, encoded
 
     @property
     def last_closed_interval(self) -> int:
@@ -306,9 +360,12 @@ class Aggregator:
         interval_s: float = 1.0,
         simulated: bool = True,
         warmup_s: float = 0.0,
+        events: Iterable[Event] = (),
     ) -> Aggregator:
-        """Rebuild the state of a finished run from its records (replay): identical to live."""
+        """Rebuild the state of a finished run from its records (and its boundary events): identical to live."""
         agg = cls(variants, classes, interval_s=interval_s, simulated=simulated, warmup_s=warmup_s)
+        for event in events:
+            agg.add_event(event)
         agg.add_records(records)
         agg.finish(end_t)
         return agg
@@ -323,10 +380,19 @@ class Aggregator:
     def _fallback(self, variant: str) -> str:
         return CountSource.SERVER.value if variant in self._server_timing else CountSource.NONE.value
 
-    def _stats(self, cells: list[tuple[Key, Cell]], window_s: float) -> dict[str, VariantStats]:
-        out: dict[str, VariantStats] = {}
-        for variant in self.variants:
-            mine = [(k[1], c) for k, c in cells if k[0] == variant]
+    def _epoch_keys(self, extra: Iterable[EpochKey] = ()) -> list[EpochKey]:
+        """Every (variant, epoch) the book knows, plus ``extra``, in variant then epoch order."""
+        keys = {(v, info.epoch) for v in self.variants for info in self.book.epochs(v)} | set(extra)
+        order = {v: i for i, v in enumerate(self.variants)}
+        return sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[1]))
+
+    def _variant_stats(self, key: EpochKey, rows: dict[str, ClassStats]) -> VariantStats:
+        return VariantStats(key[0], rows, epoch=key[1], label=self.book.label(*key))
+
+    def _stats(self, cells: list[tuple[Key, Cell]], window_s: float) -> dict[EpochKey, VariantStats]:
+        out: dict[EpochKey, VariantStats] = {}
+        for epoch_key in self._epoch_keys((k[0], k[1]) for k, _ in cells):
+            mine = [(k[2], c) for k, c in cells if (k[0], k[1]) == epoch_key]
             rows: dict[str, ClassStats] = {}
             total = Counts()
             for prompt_class in self.classes:
@@ -338,40 +404,26 @@ class Aggregator:
                 latency = percentiles_by_metric(c.hists for c in group)
                 rows[prompt_class] = class_stats(counts, latency, window_s, CountSource.NONE.value)
             latency_all = percentiles_by_metric(c.hists for _, c in mine)
-            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, self._fallback(variant))
-            out[variant] = VariantStats(variant, rows)
+            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, self._fallback(epoch_key[0]))
+            out[epoch_key] = self._variant_stats(epoch_key, rows)
         return out
 
-    def _measured_window(self, variant: str, now: float, finished: bool) -> float:
-        span = self._measured_span.get(variant)
-        if span is None:
-            return 0.0
-        first, last = span
-        return max(0.0, (last if finished else max(now, last)) - first)
-
-    def _cumulative_stats(self, now: float, finished: bool) -> dict[str, VariantStats]:
-        for key in self._dirty:
-            self._pct_cache[key] = percentiles_by_metric([self._cumulative[key].hists])
-            self._all_cache.pop(key[0], None)
-        self._dirty.clear()
+    def _newest(self, by_epoch: dict[EpochKey, VariantStats]) -> dict[str, VariantStats]:
+        """Per variant, its newest epoch that had requests here, else its current epoch (empty)."""
         out: dict[str, VariantStats] = {}
-        for variant in self.variants:
-            window_s = self._measured_window(variant, now, finished)
-            rows: dict[str, ClassStats] = {}
-            total = Counts()
-            for prompt_class in self.classes:
-                key = (variant, prompt_class)
-                live = self._cumulative.get(key)
-                counts = live.counts if live is not None else Counts()
-                total.merge(counts)
-                rows[prompt_class] = class_stats(
-                    counts, self._pct_cache.get(key, {}), window_s, CountSource.NONE.value
-                )
-            latency_all = self._all_cache.get(variant)
-            if latency_all is None:
-                groups = [c.hists for k, c in self._cumulative.items() if k[0] == variant]
-                latency_all = self._all_cache[variant] = percentiles_by_metric(groups)
-            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, self._fallback(variant))
-            out[variant] = VariantStats(variant, rows)
+        for (variant, epoch), stats in by_epoch.items():
+            seen = out.get(variant)
+            if not _idle(stats):
+                if seen is None or _idle(seen) or epoch > seen.epoch:
+                    out[variant] = stats
+            elif seen is None or (_idle(seen) and epoch == self.book.current(variant)):
+                out[variant] = stats
         return out
 
+    def _ended(self, key: EpochKey) -> bool:
+        info = self.book.info(*key)
+        return info is not None and info.end_s is not None
+
+
+def _idle(stats: VariantStats) -> bool:
+    return stats.total.requests == 0 and not stats.total.errors

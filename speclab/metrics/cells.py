@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from speclab.model.acceptance import add_histogram
+from speclab.model.acceptance import add_histogram, steps_drafting_position
 from speclab.model.names import CountSource, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
@@ -57,6 +57,8 @@ class Counts:
     drafted: int = 0
     accepted: int = 0
     accept_histogram: list[int] = field(default_factory=list)
+    position_drafts: list[int] = field(default_factory=list)  # [i] = steps that drafted position i
+    positions_estimated: int = 0  # requests whose position_drafts had to be inferred from sums
     spec_exact: int = 0
     spec_estimated: int = 0
     structured_total: int = 0
@@ -77,6 +79,10 @@ class Counts:
             self.drafted += spec.drafted
             self.accepted += spec.accepted
             add_histogram(self.accept_histogram, spec.histogram)
+            positions, exact = steps_drafting_position(
+                spec.steps, spec.drafted, spec.num_spec_tokens, spec.histogram, spec.drafted_per_position)
+            add_histogram(self.position_drafts, positions)
+            self.positions_estimated += 0 if exact else 1
             if spec.source == CountSource.EXACT.value:
                 self.spec_exact += 1
             else:
@@ -97,6 +103,8 @@ class Counts:
         self.drafted += other.drafted
         self.accepted += other.accepted
         add_histogram(self.accept_histogram, other.accept_histogram)
+        add_histogram(self.position_drafts, other.position_drafts)
+        self.positions_estimated += other.positions_estimated
         self.spec_exact += other.spec_exact
         self.spec_estimated += other.spec_estimated
         self.structured_total += other.structured_total
@@ -119,6 +127,12 @@ class Counts:
             source = CountSource.EXACT.value
         else:
             source = CountSource.NONE.value
+        if not self.spec_requests:
+            position_source = CountSource.NONE.value
+        elif self.positions_estimated or source == CountSource.ESTIMATED.value:
+            position_source = CountSource.ESTIMATED.value
+        else:
+            position_source = CountSource.EXACT.value
         return AcceptanceStats(
             requests=self.spec_requests,
             steps=self.steps,
@@ -126,6 +140,8 @@ class Counts:
             accepted=self.accepted,
             histogram=tuple(self.accept_histogram),
             source=source,
+            position_drafts=tuple(self.position_drafts),
+            position_source=position_source,
         )
 
 
@@ -164,6 +180,18 @@ class Cell:
             if hist is None:
                 hist = self.hists[metric.value] = pool.get()
             hist.record_s(seconds)
+
+    def merge(self, other: Counts, hists: dict[str, LatencyHistogram], pool: HistogramPool,
+              metrics: Iterable[str] | None = None) -> None:
+        """Add another cell's counts and histograms (only ``metrics``, when given)."""
+        self.counts.merge(other)
+        for metric, hist in hists.items():
+            if (metrics is not None and metric not in metrics) or not hist.count:
+                continue
+            mine = self.hists.get(metric)
+            if mine is None:
+                mine = self.hists[metric] = pool.get()
+            mine.merge(hist)
 
     def release(self, pool: HistogramPool) -> None:
         for hist in self.hists.values():

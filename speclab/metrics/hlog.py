@@ -2,8 +2,8 @@
 
 hdrhistogram 0.10.8's writer cannot be used as is: ``output_start_time`` raises, it has no tag
 argument and it floor-divides the interval max. So the header, the ``#[StartTime: ...]`` and
-``#[BaseTime: ...]`` comments and each ``Tag=metric.class.variant,start,length,max,histogram``
-line are written here, appended and flushed one interval at a time so a crash leaves a readable
+``#[BaseTime: ...]`` comments and each ``Tag=metric.class.variant.eN,start,length,max,histogram``
+line (N: the config epoch) are written here, appended and flushed one interval at a time so a crash leaves a readable
 file. Timestamps are seconds since the run start (relative), the header carries the wall-clock
 start; the interval max is written in milliseconds. The reader tolerates a truncated last line
 (a crash mid-write): it warns and returns the complete intervals.
@@ -28,14 +28,15 @@ LOG_FORMAT_VERSION = "1.3"
 _FORBIDDEN = re.compile(r"[\s,=]")
 _START_TIME = re.compile(r"#\[StartTime: *([\d.]+)")
 _INTERVAL = re.compile(r"^(?:Tag=([^,]*),)?([\d.]+),([\d.]+),([\d.]+),(\S+)$")
+_EPOCH = re.compile(r"^e([1-9]\d*)$")
 
 
 class TruncatedLogWarning(UserWarning):
     """The last line of an ``.hlog`` was cut off; the intervals before it were returned."""
 
 
-def make_tag(metric: Metric | str, prompt_class: str, variant: str) -> str:
-    """``metric.class.variant``; the class may not contain dots, nothing may contain commas or spaces."""
+def make_tag(metric: Metric | str, prompt_class: str, variant: str, epoch: int = 1) -> str:
+    """``metric.class.variant.eN``; the class may not contain dots, nothing may contain commas or spaces."""
     metric_name = metric.value if isinstance(metric, Metric) else metric
     parts = (metric_name, prompt_class, variant)
     if any(not part or _FORBIDDEN.search(part) for part in parts) or "." in metric_name + prompt_class:
@@ -43,14 +44,21 @@ def make_tag(metric: Metric | str, prompt_class: str, variant: str) -> str:
             f"histogram tag {'.'.join(parts)!r}: metric, class and variant must be non-empty without "
             "spaces, commas or '=' (and no dots in metric or class)"
         )
-    return ".".join(parts)
+    if epoch < 1:
+        raise InputError(f"histogram tag {'.'.join(parts)!r}: epoch must be at least 1, got {epoch}")
+    return ".".join((*parts, f"e{epoch}"))
 
 
-def parse_tag(tag: str) -> tuple[str, str, str]:
+def parse_tag(tag: str) -> tuple[str, str, str, int]:
+    """(metric, class, variant, epoch); a tag without ``.eN`` (written before epochs) is epoch 1."""
     parts = tag.split(".", 2)
     if len(parts) != 3:
-        raise InputError(f"histogram tag {tag!r}: expected metric.class.variant")
-    return parts[0], parts[1], parts[2]
+        raise InputError(f"histogram tag {tag!r}: expected metric.class.variant.eN")
+    variant, _, last = parts[2].rpartition(".")
+    match = _EPOCH.match(last)
+    if variant and match:
+        return parts[0], parts[1], variant, int(match.group(1))
+    return parts[0], parts[1], parts[2], 1
 
 
 class HlogWriter:

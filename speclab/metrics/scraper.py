@@ -78,14 +78,17 @@ class MetricsScraper:
         *,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 5.0,
+        fresh_server: bool = False,
     ) -> None:
+        """``fresh_server``: a server that just started (its counters are zero), so the first scrape
+        counts everything instead of only setting the baseline."""
         self.url = base_url.rstrip("/") + "/metrics"
         self.variant = variant
         self._headers = dict(headers or {})
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._previous: dict[_SeriesKey, float] = {}
         self._created: dict[_SeriesKey, float] = {}
-        self._baseline_taken = False
+        self._baseline_taken = fresh_server
 
     async def scrape(self, session: aiohttp.ClientSession, t: float) -> ServerSample:
         try:

@@ -58,6 +58,7 @@ class IntervalHistogram:
     prompt_class: str
     variant: str
     encoded: str
+    epoch: int = 1
 
     def histogram(self) -> LatencyHistogram:
         return LatencyHistogram.decode(self.encoded)
@@ -117,11 +118,14 @@ class Recording:
         return self.end_time
 
     def histograms(self, metric: str, prompt_class: str | None = None, variant: str | None = None,
-                   start: int = 0, end: int | None = None) -> LatencyHistogram:
-        """The recorded interval histograms of one metric merged over [start, end] intervals."""
+                   start: int = 0, end: int | None = None, epoch: int | None = None) -> LatencyHistogram:
+        """The recorded interval histograms of one metric merged over [start, end] intervals
+        (of one config epoch when ``epoch`` is given)."""
         out = LatencyHistogram()
         for item in self.intervals:
             if item.metric != metric or item.index < start or (end is not None and item.index > end):
+                continue
+            if epoch is not None and item.epoch != epoch:
                 continue
             if (prompt_class is None or item.prompt_class == prompt_class) and (
                 variant is None or item.variant == variant
@@ -209,14 +213,15 @@ def _read_hlog(
             start_s, length_s = float(start), float(length)
             if not payload.startswith("HIST"):
                 raise ValueError("no compressed histogram")
-            metric, prompt_class, variant = parse_tag(tag)
+            metric, prompt_class, variant, epoch = parse_tag(tag)
         except (ValueError, InputError) as exc:
             if last:
                 warnings.append(f"{path}: line {number} is truncated (an interrupted write); ignored")
                 break
             raise InputError(f"{path}: line {number}: not a valid interval histogram ({exc})") from None
         index = math.floor(start_s / interval_s + 1e-6)
-        out.append(IntervalHistogram(index, start_s, start_s + length_s, tag, metric, prompt_class, variant, payload))
+        out.append(IntervalHistogram(index, start_s, start_s + length_s, tag, metric, prompt_class, variant, payload,
+                                     epoch))
     return out, last_closed
 
 

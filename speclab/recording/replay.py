@@ -50,6 +50,9 @@ class ReplayFeeder:
         self.aggregator = Aggregator(
             rec.variants, rec.classes, interval_s=rec.interval_s, simulated=rec.simulated, warmup_s=rec.warmup_s
         )
+        for variant, facts in (rec.manifest.get("servers") or {}).items():
+            if isinstance(facts, dict):  # the launched settings are epoch 1; relaunch events bring the rest
+                self.aggregator.launch(variant, dict(facts.get("settings") or {}), baseline=bool(facts.get("baseline")))
         self.position = 0.0
         self._r = self._s = self._e = 0
 

@@ -282,10 +282,10 @@ def test_iter_closed_intervals_for_the_recorder() -> None:
     agg.finish(1.5)
     items = list(agg.iter_closed_intervals())
     tags = {tag for _, _, _, tag, _ in items}
-    assert "e2e_corrected.qa.k3" in tags and not any(".tool." in t for t in tags)
+    assert "e2e_corrected.qa.k3.e1" in tags and not any(".tool." in t for t in tags)
     assert {(i, s, e) for i, s, e, _, _ in items} == {(0, 0.0, 1.0)}
     assert list(agg.iter_closed_intervals(since=0)) == []
-    hist = next(h for *_, tag, h in items if tag == "ttft.qa.k3").decode()
+    hist = next(h for *_, tag, h in items if tag == "ttft.qa.k3.e1").decode()
     assert hist.count == 1
     assert agg.snapshot(1.5, finished=True).last_interval["k3"].classes["tool"].requests == 1
 

@@ -89,8 +89,15 @@ def test_corrupt_middle_line_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_tags() -> None:
-    assert make_tag(Metric.TTFT, "tool_call", "spec.k3") == "ttft.tool_call.spec.k3"
-    assert parse_tag("ttft.tool_call.spec.k3") == ("ttft", "tool_call", "spec.k3")
+    assert make_tag(Metric.TTFT, "tool_call", "spec.k3") == "ttft.tool_call.spec.k3.e1"
+    assert make_tag(Metric.TTFT, "tool_call", "k4", 2) == "ttft.tool_call.k4.e2"
+    assert parse_tag("ttft.tool_call.spec.k3.e1") == ("ttft", "tool_call", "spec.k3", 1)
+    assert parse_tag("ttft.tool_call.k4.e12") == ("ttft", "tool_call", "k4", 12)
+    # Written before epochs: no .eN, so epoch 1 (even where the variant has dots of its own).
+    assert parse_tag("ttft.tool_call.spec.k3") == ("ttft", "tool_call", "spec.k3", 1)
+    assert parse_tag("ttft.tool_call.127.0.0.1:8000") == ("ttft", "tool_call", "127.0.0.1:8000", 1)
+    with pytest.raises(InputError):
+        make_tag(Metric.TTFT, "qa", "v", 0)
     for bad in ("with space", "a,b", ""):
         with pytest.raises(InputError):
             make_tag(Metric.TTFT, bad, "v")
@@ -122,6 +129,7 @@ def test_aggregator_intervals_through_hlog_match_its_windows(tmp_path: Path) -> 
     contents = read_hlog(path)
     assert len(contents.intervals) == 3 * 2 * 6  # intervals x classes x metrics measured here
     for interval in contents.intervals:
-        metric, cls, variant = parse_tag(interval.tag or "")
+        metric, cls, variant, epoch = parse_tag(interval.tag or "")
+        assert epoch == 1
         expected = agg.window(int(interval.start_s), int(interval.start_s))[variant].classes[cls].latency[metric]
         assert interval.histogram.percentiles() == expected
