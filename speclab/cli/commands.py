@@ -42,6 +42,7 @@ def run_options(scenario: str, opts: dict[str, Any], *, lab: str | None = None) 
         sequential=bool(opts.get("sequential")),
         variants=_variants(opts.get("variants")),
         force=bool(opts.get("force")),
+        changes=tuple(opts.get("changes") or ()),
     )
 
 

@@ -26,6 +26,8 @@ def run_options(fn: F) -> F:
         click.option("--sequential", is_flag=True, help="run variants one after another"),
         click.option("--variants", default=None, help="comma-separated subset of the lab's variants"),
         click.option("--force", is_flag=True, help="overwrite a recording; run an unpaired lab"),
+        click.option("--change", "changes", multiple=True, metavar="AT:VARIANT:KEY=VALUE[,KEY=VALUE]",
+                     help="at AT s after traffic starts, relaunch VARIANT with these settings (repeatable)"),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -33,13 +33,13 @@ from speclab.servers.engine import EngineChoice, select_engine
 from speclab.servers.manager import RunningServer, ServerManager, attach, parse_attach, probe_attached
 from speclab.servers.memory import GpuMemory, gpu_memory
 from speclab.servers.pairing import pair_info, require_pairing
-from speclab.traffic.client import Target
 from speclab.traffic.health import WorkerHealth
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
 from speclab.traffic.schedule import Plan, build_plan
 
 from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
+from .relaunch import ScheduledChange, check_changes, parse_change, relaunch_variant, run_changes, target_for
 
 LAB_RETAIN_INTERVALS = 600
 
@@ -103,6 +103,11 @@ class LiveSession:
             self.pair = pair_info(self.lab, require_pairing(self.lab, force=options.force))
         self.variants = self._variant_names()
         self.classes = tuple(c.name for c in self.plan.classes)
+        self.changes: tuple[ScheduledChange, ...] = tuple(parse_change(spec) for spec in options.changes)
+        check_changes(self.changes, self.lab, self.variants)
+        self.relaunching: set[str] = set()
+        self.change_failures: list[str] = []  # scheduled relaunches that failed (the run goes on)
+        self.changes_applied: list[ScheduledChange] = []
         self.info = SessionInfo(
             lab=self.lab.name if self.lab else "attached", scenario=self.plan.name, variants=self.variants,
             classes=self.classes, simulated=self.simulated, pair={k: str(v) for k, v in self.pair.items()},
@@ -135,7 +140,7 @@ class LiveSession:
         self._finish_task: asyncio.Future[None] | None = None
         self._status = "complete"
         self._health: dict[int, WorkerHealth] = {}
-        self._scrapers: dict[str, MetricsScraper] = {}
+        self.scrapers: dict[str, MetricsScraper] = {}
         self._down: set[str] = set()
         self._start_task: asyncio.Task[None] | None = None
 
@@ -181,19 +186,15 @@ class LiveSession:
             self.servers_running[label] = await probe_attached(attach(label, url, self.headers))
         self.run_start = self._clock()  # the run clock starts once servers are up
         self.recorder = self._open_recorder()
-        self._http = aiohttp.ClientSession()
+        self.http = aiohttp.ClientSession()
         for server in self.servers_running.values():
             if server.engine != "attached":
                 server.headers = dict(self.headers)
         for name, server in self.servers_running.items():
-            self._scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers)
-            await self._scrapers[name].scrape(self._http, self.now())  # baseline: deltas start here
-        targets = {
-            name: Target(variant=name, base_url=s.base_url, model=s.model_name or "", headers=dict(s.headers),
-                         num_spec_tokens=int(s.settings.get("num_speculative_tokens") or 0)
-                         if s.settings.get("method") else 0)
-            for name, s in self.servers_running.items()
-        }
+            self.aggregator.launch(name, dict(server.settings), baseline=server.baseline)
+            self.scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers)
+            await self.scrapers[name].scrape(self.http, self.now())  # baseline: deltas start here
+        targets = {name: target_for(s, 1) for name, s in self.servers_running.items()}
         self.runner = TrafficRunner(self.plan, targets, workers=self.options.workers, sequential=self.options.sequential,
                                     run_start=self.run_start, on_records=self._on_records, on_health=self._on_health)
         with real_stdio():
@@ -201,6 +202,9 @@ class LiveSession:
         self._tasks = [asyncio.create_task(self._pump(), name="speclab-pump"),
                        asyncio.create_task(self._scrape_loop(), name="speclab-scrape"),
                        asyncio.create_task(self._await_traffic(), name="speclab-traffic-end")]
+        if self.changes:
+            start = self.runner.traffic_start or self.now()
+            self._tasks.append(asyncio.create_task(run_changes(self, self.changes, start), name="speclab-changes"))
 
     def _open_recorder(self) -> RecordingWriter | None:
         if self.options.record_path is None:
@@ -252,7 +256,7 @@ class LiveSession:
         while not self._finishing:
             await asyncio.sleep(INTERVAL_S)
             samples = await asyncio.gather(
-                *(s.scrape(self._http, self.now()) for s in self._scrapers.values()), return_exceptions=True)
+                *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
             for failure in (s for s in samples if isinstance(s, BaseException)):
                 self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
             self._take_samples([s for s in samples if isinstance(s, ServerSample)])
@@ -265,6 +269,12 @@ class LiveSession:
             peak = self.gpu_peak.get(gpu.index)
             if peak is None or gpu.used_gib > peak.used_gib:
                 self.gpu_peak[gpu.index] = gpu
+
+    async def scrape_once(self, variant: str) -> None:
+        """Scrape one server now (before a relaunch stops it, so its last counts are kept)."""
+        scraper = self.scrapers.get(variant)
+        if scraper is not None:
+            self._take_samples([await scraper.scrape(self.http, self.now())])
 
     def _take_samples(self, samples: list[ServerSample]) -> None:
         for sample in samples:
@@ -320,8 +330,12 @@ class LiveSession:
     async def _write_final(self) -> None:
         try:
             now = self.now()
+            for change in self.changes:
+                if change not in self.changes_applied and change.variant not in self.relaunching:
+                    self.add_event(Event(t=now, kind="warning", variant=change.variant,
+                                         message=f"--change {change.spec}: not applied, the run ended at {now:.1f} s"))
             # One last scrape so server-wide counters cover every finished request.
-            self._take_samples([await s.scrape(self._http, now) for s in self._scrapers.values()])
+            self._take_samples([await s.scrape(self.http, now) for s in self.scrapers.values()])
             self.aggregator.finish(now)
             self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
             self._publish(self.final)
@@ -396,8 +410,8 @@ class LiveSession:
             for task in self._tasks:
                 with contextlib.suppress(BaseException):
                     await task
-            if hasattr(self, "_http"):
-                await self._http.close()
+            if hasattr(self, "http"):
+                await self.http.close()
             if self.manager is not None:
                 await self.manager.stop()
 
@@ -427,11 +441,5 @@ class LiveSession:
                              data={"concurrency": concurrency}))
 
     async def relaunch(self, variant: str, changes: dict[str, Any]) -> None:
-        if self.manager is None:
-            raise InputError("relaunch: attached servers were not launched by speclab")
-        event = await self.manager.relaunch(variant, changes)
-        self.servers_running[variant] = self.manager.servers[variant]
-        self.servers_running[variant].headers = dict(self.headers)
-        self._scrapers[variant] = MetricsScraper(self.servers_running[variant].base_url, variant)
-        await self._scrapers[variant].scrape(self._http, self.now())
-        self.add_event(Event(t=self.now(), kind=event.kind, message=event.message, variant=variant, data=event.data))
+        """A new config epoch for ``variant`` (the app's relaunch and ``--change`` both come here)."""
+        await relaunch_variant(self, variant, changes)

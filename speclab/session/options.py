@@ -34,6 +34,7 @@ class RunOptions:
     sequential: bool = False
     variants: tuple[str, ...] | None = None
     force: bool = False
+    changes: tuple[str, ...] = ()  # --change AT:VARIANT:KEY=VALUE[,KEY=VALUE], parsed by the session
     drain_timeout_s: float = 10.0
     keep_records: bool = True  # False for the all-day lab: memory stays bounded
 

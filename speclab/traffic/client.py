@@ -39,6 +39,7 @@ class Target:
     model: str
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     num_spec_tokens: int = 0
+    epoch: int = 1  # the variant's config epoch; records sent here carry it
 
 
 class _StreamError(Exception):
@@ -98,6 +99,7 @@ def estimate_spec(chunk_tokens: list[int], k: int) -> SpecCounts:
 def exact_spec(sd: dict[str, Any]) -> SpecCounts:
     hist = [int(x) for x in sd.get("acceptance_histogram") or []]
     k = int(sd.get("num_spec_tokens") or max(len(hist) - 1, 0))
+    per_step = [int(x) for x in sd.get("per_step_drafted") or []]  # vLLM's "detailed" mode only
     return SpecCounts(
         steps=int(sd.get("num_spec_steps") or 0),
         drafted=int(sd.get("num_draft_tokens") or 0),
@@ -105,6 +107,7 @@ def exact_spec(sd: dict[str, Any]) -> SpecCounts:
         histogram=hist,
         num_spec_tokens=k,
         source=CountSource.EXACT.value,
+        drafted_per_position=[sum(1 for d in per_step if d > i) for i in range(max([k, *per_step]))] if per_step else [],
     )
 
 
@@ -124,7 +127,7 @@ async def run_request(
 ) -> None:
     rec = RequestRecord(
         request_id=req.request_id, variant=target.variant, prompt_class=req.prompt_class,
-        intended=intended, warmup=warmup, worker=worker, sampling=req.sampling, prompt=req.info,
+        intended=intended, warmup=warmup, epoch=target.epoch, worker=worker, sampling=req.sampling, prompt=req.info,
         tenant=req.tenant, route=PATHS[req.endpoint],
     )
     state = _Stream(rec, run_start, clock)

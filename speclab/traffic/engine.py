@@ -62,6 +62,7 @@ class TrafficEngine:
             raise ValueError("no targets")
         self.plan = plan
         self.targets = targets
+        self._current: dict[str, Target] = {t.variant: t for t in targets}
         self.run_start = run_start
         self.worker = worker
         self.workers = workers
@@ -182,6 +183,13 @@ class TrafficEngine:
         self._conc_steps = [s for s in self._conc_steps if s[0] < tau] + [(tau, n)]
         self._changed()
 
+    def set_target(self, target: Target) -> None:
+        """Send a variant's later requests to ``target`` (a relaunched server: its endpoint, headers,
+        draft length for estimates, and config epoch); requests in flight finish where they went."""
+        if target.variant not in self._current:
+            raise ValueError(f"set_target: no variant {target.variant!r} in this run")
+        self._current[target.variant] = target
+
     def stop(self, drain_timeout: float, at: float | None = None) -> None:
         at = self.now() if at is None else at
         self._stopping = True
@@ -231,6 +239,7 @@ class TrafficEngine:
     def _send(self, target: Target, index: int, intended: float, tau: float) -> Awaitable[None]:
         assert self._session is not None
         self._started += 1
+        target = self._current.get(target.variant, target)
         return run_request(
             self._session, target, self.plan.request(index), intended, self._sink,
             run_start=self.run_start, timeout=self._timeout, warmup=self.plan.is_warmup(index, tau),

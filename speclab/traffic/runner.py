@@ -164,6 +164,13 @@ class TrafficRunner:
             raise InputError(f"concurrency: expected an integer of at least 1, got {n!r}")
         self._broadcast(("set_concurrency", int(n), self.now()))
 
+    async def set_target(self, target: Target) -> None:
+        """Every worker sends the variant's next requests to ``target`` (after a relaunch)."""
+        if target.variant not in self.targets:
+            raise InputError(f"set_target: no variant {target.variant!r} in this run")
+        self.targets[target.variant] = target
+        self._broadcast(("set_target", target))
+
     async def stop(self, drain_timeout: float) -> TrafficSummary:
         """Stop sending; drain in-flight requests up to ``drain_timeout``, then cancel them."""
         self._summary.stopped_early = True

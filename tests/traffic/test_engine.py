@@ -203,3 +203,34 @@ async def test_two_workers_split_closed_loop_slots_and_indices(fake_server: Fake
     assert sorted(int(r.request_id.rsplit("-", 1)[1]) for r in records) == list(range(10))
     assert {r.worker for r in records} == {0, 1}
     assert fake_server.peak_in_flight == 3  # 2 slots in worker 0, 1 in worker 1
+
+
+async def test_set_target_sends_later_requests_to_the_new_epoch_with_its_k_endpoint_and_headers(
+    fake_server: FakeServer,
+) -> None:
+    relaunched = await FakeServer().start()
+    try:
+        plan = _plan({"process": "constant", "rate": 40}, requests=24)
+        old = Target("k4", fake_server.base_url, "ok:n=9:per=3", headers={"X-Which": "old"}, num_spec_tokens=2)
+        new = Target("k4", relaunched.base_url, "ok:n=9:per=7", headers={"X-Which": "new"}, num_spec_tokens=6,
+                     epoch=2)
+
+        async def control(engine: TrafficEngine) -> None:
+            while len(fake_server.seen) < 8:
+                await asyncio.sleep(0.01)
+            engine.set_target(new)
+            with pytest.raises(ValueError, match="no variant 'k9'"):
+                engine.set_target(Target("k9", relaunched.base_url, "ok"))
+
+        _, records, _ = await _run(plan, [old], control)
+    finally:
+        await relaunched.stop()
+    before = [r for r in records if r.epoch == 1]
+    after = [r for r in records if r.epoch == 2]
+    assert len(before) >= 8 and after and len(before) + len(after) == 24
+    assert {s.request_id for s in relaunched.seen} == {r.request_id for r in after}
+    assert all(s.headers.get("X-Which") == "new" for s in relaunched.seen)
+    assert all(s.headers.get("X-Which") == "old" for s in fake_server.seen)
+    # Estimated counts use the new epoch's k: histograms of k+1 bins.
+    assert {len(r.spec.histogram) for r in before} == {3} and {len(r.spec.histogram) for r in after} == {7}
+    assert max(r.sent or 0.0 for r in before) <= min(r.sent or 0.0 for r in after)
