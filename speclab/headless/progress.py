@@ -20,13 +20,16 @@ def progress_line(snap: Snapshot) -> str:
         last = snap.last_interval.get(name)
         rps = last.total.requests_per_s if last is not None else 0.0
         e2e = total.latency.get(Metric.E2E_CORRECTED.value)
-        piece = f"{name} {rps:.1f} req/s done {total.requests} p99 {_ms(e2e.p99 if e2e else None)}ms"
+        shown = vstats.label or name
+        piece = f"{shown} {rps:.1f} req/s done {total.requests} p99 {_ms(e2e.p99 if e2e else None)}ms"
         al = total.acceptance.acceptance_length
         if al is not None:
             rej = total.acceptance.rejection_rate or 0.0
             piece += f" AL {al:.2f} rej {100 * rej:.0f}%"
         if total.error_count:
             piece += f" err {total.error_count}"
+        if any(t.variant == name and t.end_s is None for t in snap.transitions):
+            piece += " RELAUNCHING"
         parts.append(piece)
     health = snap.health
     if health.saturated:
@@ -46,6 +49,7 @@ def interval_row(index: int, stats: dict[str, VariantStats], saturated: bool) ->
         e2e = total.latency.get(Metric.E2E_CORRECTED.value)
         p99 = e2e.p99 if e2e is not None else None
         variants[name] = {
+            "epoch": vstats.epoch,
             "requests": total.requests,
             "output_tokens": total.output_tokens,
             "errors": total.error_count,

@@ -13,8 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from speclab import __version__
+from speclab.model.ab_rows import ab_rows, change_text
+from speclab.model.epochs import EpochInfo
 from speclab.model.names import Metric
-from speclab.model.snapshot import ALL_CLASSES, ClassStats, Percentiles, Snapshot
+from speclab.model.snapshot import (
+    ALL_CLASSES,
+    ABView,
+    ABWindow,
+    ClassStats,
+    EpochStats,
+    Percentiles,
+    Snapshot,
+)
 from speclab.session.api import ServerView, SessionInfo
 
 REPORT_SCHEMA = "speclab.report/1"
@@ -71,6 +81,8 @@ def class_dict(stats: ClassStats) -> dict[str, Any]:
             "rejection_rate": acc.rejection_rate,
             "verifications_per_request": acc.verifications_per_request,
             "per_position": list(acc.per_position),
+            "per_position_drafts": list(acc.position_drafts),
+            "per_position_source": acc.position_source,
         },
         "structured": {
             "total": stats.structured_total,
@@ -79,6 +91,58 @@ def class_dict(stats: ClassStats) -> dict[str, Any]:
         },
         "window_s": stats.window_s,
     }
+
+
+def epoch_dict(epoch: EpochStats, view: ServerView | None, end_s: float) -> dict[str, Any]:
+    """One config epoch of a variant: what it ran with, when, and everything measured in it."""
+    info, total = epoch.info, epoch.stats.total
+    return {
+        "epoch": info.epoch,
+        "label": info.label or info.variant,
+        "settings": dict(info.settings) if info.settings or view is None or info.epoch > 1 else dict(view.settings),
+        "start_s": round(info.start_s, 3),
+        "end_s": round(end_s if info.end_s is None else info.end_s, 3),
+        "accounting": {"completed": total.requests, "errored": total.error_count},
+        "classes": {cls: class_dict(stats) for cls, stats in epoch.stats.classes.items()},
+    }
+
+
+def _ab_side(window: ABWindow) -> dict[str, Any]:
+    return {
+        "epoch": window.epoch, "label": window.label, "baseline_epoch": window.baseline_epoch,
+        "intervals": window.intervals, "first_interval": window.first_interval, "last_interval": window.last_interval,
+        "start_s": round(window.start_s, 3), "end_s": round(window.end_s, 3), "note": window.note,
+        "own": {cls: class_dict(stats) for cls, stats in window.own.classes.items()},
+        "baseline": {cls: class_dict(stats) for cls, stats in window.baseline.classes.items()},
+    }
+
+
+def ab_rows_all(view: ABView) -> list[dict[str, Any]]:
+    """The A/B table over all classes (times in ms): each side's value and the two changes."""
+    out: list[dict[str, Any]] = []
+    prev = view.previous
+    for row in ab_rows(corrected=True):
+        scale = 1000.0 if row.kind == "time" else 1.0
+        values = {
+            "previous": row.value(prev.own.total) if prev else None,
+            "previous_baseline": row.value(prev.baseline.total) if prev else None,
+            "current": row.value(view.current.own.total),
+            "current_baseline": row.value(view.current.baseline.total),
+        }
+        out.append({
+            "key": row.key, "metric": row.label + (" ms" if row.kind == "time" else ""), "kind": row.kind,
+            **{k: None if v is None else round(v / scale, 4) for k, v in values.items()},
+            "vs_previous": change_text(row.kind, values["current"], values["previous"], "–"),
+            "vs_baseline": change_text(row.kind, values["current"], values["current_baseline"], "–"),
+        })
+    return out
+
+
+def ab_dict(view: ABView) -> dict[str, Any]:
+    """The final A/B of one variant: current and previous epoch, each beside the baseline's same intervals."""
+    return {"baseline": view.baseline, "current": _ab_side(view.current),
+            "previous": _ab_side(view.previous) if view.previous is not None else None,
+            "rows": ab_rows_all(view)}
 
 
 def host_facts() -> dict[str, Any]:
@@ -112,7 +176,8 @@ def build_report(
                 "settings": dict(view.settings) if view else {},
                 "memory": dict(view.memory) if view else {},
             },
-            "classes": {cls: class_dict(stats) for cls, stats in vstats.classes.items()},
+            "epochs": [epoch_dict(e, view, final.t) for e in final.epochs.get(name, ())]
+            or [epoch_dict(EpochStats(_first_epoch(name), vstats), view, final.t)],
         }
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
@@ -136,12 +201,23 @@ def build_report(
             },
         },
         "variants": variants,
+        "transitions": [t.as_dict() for t in final.transitions],
+        "ab": {name: ab_dict(view) for name, view in final.ab.items()},
         "events": [e.to_dict() for e in final.events],
         "host": host_facts(),
     }
     if extra:
         report.update(extra)
     return report
+
+
+def _first_epoch(variant: str) -> EpochInfo:
+    return EpochInfo(variant, 1, variant)
+
+
+def epoch_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, epoch block) for every epoch of every variant, in report order."""
+    return [(e.get("label") or name, e) for name, v in report["variants"].items() for e in v.get("epochs", [])]
 
 
 def _fmt(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
@@ -177,6 +253,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     if "exit" in report:
         lines.append(f"Exit: {report['exit']['code']} {report['exit']['reason']}")
+    lines += _epochs_markdown(report)
     lines.append("")
     lines.append("## Headline metrics (corrected latency, per class and variant)")
     lines.append("")
@@ -185,7 +262,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         " | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | structured failures | source |"
     )
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for vname, v in report["variants"].items():
+    for vname, v in epoch_rows(report):
         for cname, c in v["classes"].items():
             acc = c["acceptance"]
             e2e = c["latency"].get(Metric.E2E_CORRECTED.value, {})
@@ -201,7 +278,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append("")
     lines.append("## Acceptance-length distribution (steps accepting exactly j drafts)")
     lines.append("")
-    for vname, v in report["variants"].items():
+    for vname, v in epoch_rows(report):
         for cname, c in v["classes"].items():
             dist = c["acceptance"]["acceptance_length_distribution"]
             if dist and sum(dist):
@@ -214,7 +291,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     header = " | ".join(m.value for m in SPLIT_METRICS)
     lines.append(f"| variant | class | {header} |")
     lines.append("|---|---|" + "---|" * len(SPLIT_METRICS))
-    for vname, v in report["variants"].items():
+    for vname, v in epoch_rows(report):
         for cname, c in v["classes"].items():
             cells = []
             for m in SPLIT_METRICS:
@@ -226,7 +303,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append("")
     lines.append("| variant | requests/s | output tokens/s | errors by kind |")
     lines.append("|---|---|---|---|")
-    for vname, v in report["variants"].items():
+    for vname, v in epoch_rows(report):
         c = v["classes"].get(ALL_CLASSES)
         if c is None:
             continue
@@ -273,6 +350,41 @@ def render_markdown(report: dict[str, Any]) -> str:
         for e in events:
             lines.append(f"- t={e['t']:.1f}s {e['kind']}{' [' + e['variant'] + ']' if e.get('variant') else ''}: {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def _epochs_markdown(report: dict[str, Any]) -> list[str]:
+    """Config epochs, transitions and the A/B of every relaunched variant (nothing when none was)."""
+    transitions = report.get("transitions") or []
+    if not transitions and all(len(v.get("epochs", [])) <= 1 for v in report["variants"].values()):
+        return []
+    lines = ["", "## Config epochs (never summed across; transitions belong to neither)", "",
+             "| epoch | from s | to s | settings | completed | errored |", "|---|---|---|---|---|---|"]
+    for label, e in epoch_rows(report):
+        settings = " ".join(f"{k}={v}" for k, v in e["settings"].items()
+                            if v is not None and not isinstance(v, (dict, list)))
+        lines.append(f"| {label} | {e['start_s']:.1f} | {e['end_s']:.1f} | {settings} "
+                     f"| {e['accounting']['completed']} | {e['accounting']['errored']} |")
+    for t in transitions:
+        end = "never answered" if t["end_s"] is None else f"{t['end_s']:.1f} s ({t['end_s'] - t['start_s']:.1f} s)"
+        kinds = ", ".join(f"{k}={n}" for k, n in sorted(t["error_kinds"].items())) or "none"
+        lines.append(f"- transition {t['variant']} epoch {t['from_epoch']} → {t['to_epoch']}: t={t['start_s']:.1f} s "
+                     f"to {end}; {t['requests']} requests, {t['errors']} errors ({kinds})")
+    for variant, ab in (report.get("ab") or {}).items():
+        prev, cur = ab.get("previous"), ab["current"]
+        if prev is None:
+            continue
+        lines += ["", f"### A/B {variant}: {prev['label']} (intervals {prev['first_interval']}–{prev['last_interval']}) "
+                  f"→ {cur['label']} (intervals {cur['first_interval']}–{cur['last_interval']}), each beside "
+                  f"{ab['baseline']} over the same intervals", ""]
+        if prev.get("note"):
+            lines.append(f"Previous window: {prev['note']}.")
+        lines += ["| metric | previous | baseline | current | baseline | cur vs prev | cur vs base |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in ab["rows"]:
+            cells = [_cell(row[k]) if row["kind"] != "rate" else _pct(row[k])
+                     for k in ("previous", "previous_baseline", "current", "current_baseline")]
+            lines.append(f"| {row['metric']} | " + " | ".join(cells) + f" | {row['vs_previous']} | {row['vs_baseline']} |")
+    return lines
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:

@@ -28,6 +28,8 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     measured = [r for r in session.records if not r.warmup]
     if interrupted:
         return ExitCode.INTERRUPTED, "interrupted; the partial report and recording cover what was measured"
+    if session.change_failures:
+        return ExitCode.SERVER_NOT_READY, "; ".join(session.change_failures)
     if measured and all(r.error_kind is not None for r in measured):
         kinds = sorted({str(r.error_kind) for r in measured})
         first = next(r.error_message for r in measured if r.error_message)

@@ -1,8 +1,10 @@
-"""Compare two recordings per variant and class: latency split, acceptance, structured output,
-throughput, and output equality where sampling was greedy.
+"""Compare two recordings per variant, config epoch and class: latency split, acceptance,
+structured output, throughput, and output equality where sampling was greedy.
 
 Both sides are recomputed from their records (``replay_final_snapshot``), so a comparison never
-depends on how either run was displayed. Deltas are ``b - a``; ``ratio`` is ``b / a``.
+depends on how either run was displayed. Epochs pair by number (a variant's epoch 2 in A with its
+epoch 2 in B); transitions are in neither. Rows are keyed by the variant for epoch 1 and
+``variant·N`` for epoch N. Deltas are ``b - a``; ``ratio`` is ``b / a``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from speclab.metrics.epochs import EpochBook
 from speclab.model.names import Metric
 from speclab.model.records import RequestRecord
-from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot
+from speclab.model.snapshot import ALL_CLASSES, ClassStats, EpochStats, Snapshot
 
 from .reader import Recording
 from .replay import replay_final_snapshot
@@ -136,31 +139,77 @@ def compare_outputs(a: Iterable[RequestRecord], b: Iterable[RequestRecord], vari
     }
 
 
+def epoch_key(variant_a: str, variant_b: str, epoch: int) -> str:
+    name = variant_a if variant_a == variant_b else f"{variant_a}->{variant_b}"
+    return name if epoch == 1 else f"{name}·{epoch}"
+
+
+def _epochs(snap: Snapshot, variant: str) -> dict[int, EpochStats]:
+    found = snap.epochs.get(variant)
+    if found:
+        return {e.info.epoch: e for e in found}
+    return {}
+
+
+def paired_epochs(a: Snapshot, b: Snapshot, pairs: Iterable[tuple[str, str]]
+                  ) -> list[tuple[str, str, str, EpochStats, EpochStats]]:
+    """(key, variant in A, variant in B, A's epoch, B's epoch) for every epoch both sides have."""
+    out = []
+    for va, vb in pairs:
+        ea, eb = _epochs(a, va), _epochs(b, vb)
+        for number in sorted(set(ea) & set(eb)):
+            out.append((epoch_key(va, vb, number), va, vb, ea[number], eb[number]))
+    return out
+
+
 def compare_snapshots(a: Snapshot, b: Snapshot, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for va, vb in pairs:
-        sa, sb = a.cumulative.get(va), b.cumulative.get(vb)
-        if sa is None or sb is None:
-            continue
+    for key, _, _, ea, eb in paired_epochs(a, b, pairs):
+        sa, sb = ea.stats, eb.stats
         classes = [c for c in sa.classes if c in sb.classes]
         classes.sort(key=lambda c: (c == ALL_CLASSES, c))
-        out[va if va == vb else f"{va}->{vb}"] = {c: _compare_class(sa.classes[c], sb.classes[c]) for c in classes}
+        out[key] = {c: _compare_class(sa.classes[c], sb.classes[c]) for c in classes}
+    return out
+
+
+def records_by_epoch(recording: Recording) -> dict[tuple[str, int], list[RequestRecord]]:
+    """The recording's records per (variant, epoch), transitions left out, as its replay places them."""
+    book = EpochBook()
+    for event in recording.events:
+        book.on_event(event)
+    out: dict[tuple[str, int], list[RequestRecord]] = defaultdict(list)
+    for record in recording.records:
+        epoch = book.place(record)
+        if epoch is not None:
+            out[(record.variant, epoch)].append(record)
     return out
 
 
 def compare_recordings(a: Recording, b: Recording, *, variant_map: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Per variant (same name, or ``variant_map[a_name] = b_name``) and class, B against A."""
+    """Per variant (same name, or ``variant_map[a_name] = b_name``), epoch and class, B against A."""
     pairs = [(v, (variant_map or {}).get(v, v)) for v in a.variants]
     pairs = [(va, vb) for va, vb in pairs if vb in b.variants]
     snap_a, snap_b = replay_final_snapshot(a), replay_final_snapshot(b)
+    paired = paired_epochs(snap_a, snap_b, pairs)
+    recs_a, recs_b = records_by_epoch(a), records_by_epoch(b)
+    keys = {key for key, *_ in paired}
     return {
         "a": _describe(a),
         "b": _describe(b),
         "variants": compare_snapshots(snap_a, snap_b, pairs),
+        "epochs": {key: {"variant_a": va, "variant_b": vb, "epoch": ea.info.epoch, "label_a": ea.info.label,
+                         "label_b": eb.info.label} for key, va, vb, ea, eb in paired},
         "unpaired": {"a": [v for v in a.variants if v not in {p[0] for p in pairs}],
                      "b": [v for v in b.variants if v not in {p[1] for p in pairs}]},
-        "outputs": {(va if va == vb else f"{va}->{vb}"): compare_outputs(a.records, b.records, va, vb)
-                    for va, vb in pairs},
+        "unpaired_epochs": {
+            "a": [e.info.label for va, _ in pairs for e in snap_a.epochs.get(va, ())
+                  if epoch_key(va, dict(pairs)[va], e.info.epoch) not in keys],
+            "b": [e.info.label for va, vb in pairs for e in snap_b.epochs.get(vb, ())
+                  if epoch_key(va, vb, e.info.epoch) not in keys],
+        },
+        "transitions": {"a": [t.as_dict() for t in snap_a.transitions], "b": [t.as_dict() for t in snap_b.transitions]},
+        "outputs": {key: compare_outputs(recs_a.get((va, ea.info.epoch), []), recs_b.get((vb, eb.info.epoch), []),
+                                         va, vb) for key, va, vb, ea, eb in paired},
         "warnings": [*a.warnings, *b.warnings],
     }
 
@@ -179,10 +228,12 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 1, pct: bool = F
 
 
 def _fmt_delta(d: Mapping[str, Any], scale: float = 1.0, digits: int = 1, pct: bool = False) -> str:
+    """``a → b (+delta)``; a rate's delta is in percentage points."""
     text = f"{_fmt(d['a'], scale, digits, pct)} → {_fmt(d['b'], scale, digits, pct)}"
     if d["delta"] is not None:
         sign = "+" if d["delta"] >= 0 else ""
-        text += f" ({sign}{_fmt(d['delta'], scale, digits, pct)})"
+        delta = f"{d['delta'] * 100:.{digits}f} pts" if pct else _fmt(d["delta"], scale, digits)
+        text += f" ({sign}{delta})"
     return text
 
 
@@ -194,8 +245,13 @@ def render_markdown(result: Mapping[str, Any]) -> str:
              f"- B: `{b['path']}` — lab {b['lab']}, scenario {b['scenario']}, {b['records']} records, "
              f"{b['duration_s']:.1f} s{' (simulated)' if b['simulated'] else ''}",
              "", "Values are A → B (B − A). Latencies in ms, corrected for coordinated omission unless noted.", ""]
+    labels = result.get("epochs") or {}
     for variant, classes in result["variants"].items():
-        lines += [f"## {variant}", "",
+        meta = labels.get(variant) or {}
+        both = variant
+        if meta:
+            both = meta["label_a"] if meta["label_a"] == meta["label_b"] else f"{meta['label_a']} → {meta['label_b']}"
+        lines += [f"## {both}", "",
                   "| class | requests | e2e p50 | e2e p99 | TTFT p99 | queue p99 | prefill p99 | decode p99 "
                   "| accept len | rejection | verif/req | structured fail | out tok/s |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -221,6 +277,9 @@ def render_markdown(result: Mapping[str, Any]) -> str:
     unpaired = result.get("unpaired", {})
     if unpaired.get("a") or unpaired.get("b"):
         lines += [f"Variants only in A: {', '.join(unpaired['a']) or '–'}; only in B: {', '.join(unpaired['b']) or '–'}.", ""]
+    lonely = result.get("unpaired_epochs", {})
+    if lonely.get("a") or lonely.get("b"):
+        lines += [f"Config epochs only in A: {', '.join(lonely['a']) or '–'}; only in B: {', '.join(lonely['b']) or '–'}.", ""]
     for warning in result.get("warnings", []):
         lines.append(f"> warning: {warning}")
     return "\n".join(lines).rstrip() + "\n"

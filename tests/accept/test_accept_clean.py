@@ -35,7 +35,7 @@ async def test_clean_pair_passes_every_stage(tmp_path: Path) -> None:
     assert metrics["structured"]["failure_rate_pct"]["k4"]["tool_call"] == 0.0
     assert set(metrics["latency_curve"]["curve_ms"]["baseline"]) == {"1", "4"}
     assert report["variant_tables_from"] == "canary"
-    canary_all = report["variants"]["k4"]["classes"]["all"]
+    canary_all = report["variants"]["k4"]["epochs"][0]["classes"]["all"]
     assert canary_all["requests"] == 48 and canary_all["acceptance"]["acceptance_length_mean"] > 1.0
     assert "SIMULATED" in (tmp_path / "report.md").read_text()
 

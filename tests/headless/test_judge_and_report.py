@@ -35,7 +35,7 @@ def _final(records: list[RequestRecord], end: float, saturated: tuple[int, ...] 
 
 
 def _session(records: list[RequestRecord]) -> Any:
-    return SimpleNamespace(records=records)
+    return SimpleNamespace(records=records, change_failures=[])
 
 
 def test_all_failed_is_exit_4_with_the_first_message() -> None:
@@ -69,7 +69,8 @@ def test_progress_line_and_markdown_carry_the_headline_metrics() -> None:
     info = SessionInfo(lab="lab", scenario="sc", variants=("k2",), classes=("qa",), simulated=True)
     view = ServerView(variant="k2", status="ready", command="vllm serve x", base_url="http://h", engine="sim")
     report = build_report(info, final, servers={"k2": view})
-    qa = report["variants"]["k2"]["classes"]["qa"]
+    assert [e["epoch"] for e in report["variants"]["k2"]["epochs"]] == [1] and report["transitions"] == []
+    qa = report["variants"]["k2"]["epochs"][0]["classes"]["qa"]
     assert qa["requests"] == 8 and qa["acceptance"]["acceptance_length_mean"] == 2.5
     assert qa["acceptance"]["rejection_rate"] == 0.25 and qa["acceptance"]["acceptance_length_distribution"] == [0, 16, 16]
     md = render_markdown(report)

@@ -31,7 +31,7 @@ def test_smoke_run_reports_acceptance_that_reconciles_with_records_and_server(wo
     assert (report_dir / "report.md").read_text().startswith("# speclab run")
 
     records = [r for r in _records(rec_dir) if not r.warmup and r.ok]
-    k2 = report["variants"]["k2"]["classes"]
+    k2 = report["variants"]["k2"]["epochs"][0]["classes"]
     for cls in ("factual_qa", "continuation"):
         mine = [r for r in records if r.variant == "k2" and r.prompt_class == cls]
         assert mine, cls
@@ -48,7 +48,7 @@ def test_smoke_run_reports_acceptance_that_reconciles_with_records_and_server(wo
     checks = {c["quantity"]: c for c in report["crosscheck"] if c["variant"] == "k2"}
     assert checks["accepted"]["client"] == checks["accepted"]["server"] > 0
     assert checks["drafts"]["client"] == checks["drafts"]["server"] > 0
-    assert report["variants"]["baseline"]["classes"]["all"]["acceptance"]["steps"] == 0
+    assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["acceptance"]["steps"] == 0
     assert {row["variant"] for row in report["memory"]} == {"baseline", "k2"}
 
 
@@ -67,7 +67,7 @@ def test_server_queue_grows_past_max_num_seqs_while_decode_does_not(workdir: Pat
         out = run_cli(["run", str(scenario), "--lab", str(lab), "--concurrency", str(concurrency),
                        "--report", str(report_dir)], cwd=workdir)
         assert out.returncode == 0, out.stdout + out.stderr
-        latency = read_report(report_dir)["variants"]["baseline"]["classes"]["all"]["latency"]
+        latency = read_report(report_dir)["variants"]["baseline"]["epochs"][0]["classes"]["all"]["latency"]
         results[concurrency] = (latency["server_queue"]["p50_ms"], latency["server_decode"]["p50_ms"])
     (queue_low, decode_low), (queue_high, decode_high) = results[2], results[8]
     assert queue_high > 5 * max(queue_low, 1.0)
@@ -98,7 +98,7 @@ def test_every_request_failing_exits_4(workdir: Path) -> None:
     out = run_cli(["run", "smoke", "--lab", str(lab), "--requests", "6", "--report", str(report_dir)], cwd=workdir)
     assert out.returncode == ExitCode.ALL_REQUESTS_FAILED, out.stdout + out.stderr
     report = read_report(report_dir)
-    assert report["variants"]["baseline"]["classes"]["all"]["errors"].get("http_5xx", 0) >= 4
+    assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["errors"].get("http_5xx", 0) >= 4
     assert "every request failed" in out.stdout
 
 
@@ -134,7 +134,7 @@ def test_run_drives_the_vllm_path_end_to_end_through_a_fake_vllm(workdir: Path) 
     assert sorted(c["cuda_visible_devices"] for c in calls) == ["0", "1"]
     report = read_report(report_dir)
     assert report["simulated"] is False
-    assert report["variants"]["k2"]["classes"]["all"]["acceptance"]["source"] == "exact"
+    assert report["variants"]["k2"]["epochs"][0]["classes"]["all"]["acceptance"]["source"] == "exact"
 
 
 def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
@@ -165,7 +165,7 @@ def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
         assert out.returncode == ExitCode.OK, out.stdout + out.stderr
         report = read_report(report_dir)
         assert list(report["variants"]) == ["mine"]
-        assert report["variants"]["mine"]["classes"]["all"]["requests"] == 4  # 6 minus 2 warm-up
+        assert report["variants"]["mine"]["epochs"][0]["classes"]["all"]["requests"] == 4  # 6 minus 2 warm-up
         assert server.poll() is None  # speclab leaves a server it did not launch running
     finally:
         server.terminate()
@@ -195,13 +195,13 @@ def test_ctrl_c_mid_run_exits_130_with_a_partial_report_and_a_replayable_recordi
     assert proc.returncode == ExitCode.INTERRUPTED, stdout + stderr
     report = read_report(report_dir)
     assert report["exit"]["code"] == 130
-    assert report["variants"]["baseline"]["classes"]["all"]["requests"] > 0
+    assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] > 0
     replay_dir = workdir / "replayed"
     out = run_cli(["replay", str(rec_dir), "--report", str(replay_dir)], cwd=workdir)
     assert out.returncode == 0, out.stdout + out.stderr
     replayed = read_report(replay_dir)
-    assert replayed["variants"]["baseline"]["classes"]["all"]["requests"] == \
-        report["variants"]["baseline"]["classes"]["all"]["requests"]
+    assert replayed["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] == \
+        report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"]
 
 
 def test_api_key_protects_launched_servers_and_never_reaches_reports_or_recordings(workdir: Path) -> None:
@@ -211,7 +211,7 @@ def test_api_key_protects_launched_servers_and_never_reaches_reports_or_recordin
     out = run_cli(["run", "smoke", "--lab", str(lab), "--requests", "6", "--report", str(report_dir),
                    "--record", str(rec_dir)], cwd=workdir, env={"SPECLAB_TEST_KEY": secret})
     assert out.returncode == ExitCode.OK, out.stdout + out.stderr
-    assert read_report(report_dir)["variants"]["baseline"]["classes"]["all"]["requests"] == 4
+    assert read_report(report_dir)["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] == 4
     written = [p for p in [*report_dir.rglob("*"), *rec_dir.rglob("*")] if p.is_file()]
     assert any(p.name == "requests.jsonl" for p in written)
     for path in written:
