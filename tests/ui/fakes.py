@@ -12,13 +12,17 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from speclab.model.epochs import EpochInfo
 from speclab.model.names import PERCENTILE_POINTS, Metric
 from speclab.model.records import Event, ServerSample
 from speclab.model.snapshot import (
     ALL_CLASSES,
+    ABView,
+    ABWindow,
     AcceptanceStats,
     ClassStats,
     ClientHealth,
+    EpochStats,
     Percentiles,
     Snapshot,
     VariantStats,
@@ -139,18 +143,73 @@ def _total(classes: dict[str, ClassStats], window_s: float, variant: str, drift:
 
 
 def variant_stats(
-    variant: str, per_class: int, window_s: float, drift: float = 0.0, k: int | None = None
+    variant: str, per_class: int, window_s: float, drift: float = 0.0, k: int | None = None, epoch: int = 1,
+    label: str = "",
 ) -> VariantStats:
     classes = {
         cls: class_stats(variant, cls, per_class + (i % 2), window_s, drift, k) for i, cls in enumerate(CLASSES)
     }
     classes[ALL_CLASSES] = _total(classes, window_s, variant, drift)
-    return VariantStats(variant=variant, classes=classes)
+    return VariantStats(variant=variant, classes=classes, epoch=epoch, label=label or variant)
+
+
+# k4 is relaunched with k=3: asked at t=9.0 (interval 8), answering from t=9.5 (its epoch 2).
+RELAUNCH_ASKED_T = 9.0
+EPOCH2_T = 9.5
+EPOCH2_LABEL = "k4·2 (k=3)"
+
+
+def _settings(variant: str, k: int | None = None) -> dict[str, Any]:
+    settings: dict[str, Any] = {"max_num_seqs": 64, "max_num_batched_tokens": 8192, "enable_chunked_prefill": True}
+    kk = K[variant] if k is None else k
+    return {"num_speculative_tokens": kk, **settings} if kk else settings
+
+
+def ab_window(variant: str, epoch: int, label: str, first: int, last: int, drift: float, k: int | None) -> ABWindow:
+    """A window of whole intervals first..last (shaped like the aggregator's), beside the baseline."""
+    n = last - first + 1
+    return ABWindow(
+        epoch=epoch, label=label, baseline_epoch=1, baseline_label="baseline", first_interval=first,
+        last_interval=last, start_s=float(first), end_s=float(last + 1),
+        own=variant_stats(variant, 3 * n, float(n), drift, k, epoch, label),
+        baseline=variant_stats("baseline", 3 * n, float(n)),
+    )
+
+
+def ab_views(t: float, closed: int) -> dict[str, ABView]:
+    """The A/B each non-baseline variant has once interval ``closed`` has closed at time ``t``."""
+    views = {"k2": ABView("k2", "baseline", ab_window("k2", 1, "k2", 0, closed, 0.0, None))}
+    if t < RELAUNCH_ASKED_T:
+        views["k4"] = ABView("k4", "baseline", ab_window("k4", 1, "k4", 0, closed, 0.04, None))
+    elif t < EPOCH2_T:
+        views["k4"] = ABView("k4", "baseline", ab_window("k4", 1, "k4", 0, 8, 0.04, None), relaunching=True)
+    else:
+        n = max(0, closed - 9)  # whole intervals from 10 on
+        current = (ab_window("k4", 2, EPOCH2_LABEL, 10, closed, -0.02, 3) if n
+                   else ABWindow(epoch=2, label=EPOCH2_LABEL, baseline_epoch=1, baseline_label="baseline"))
+        previous = (ab_window("k4", 1, "k4", 9 - n, 8, 0.04, None) if n
+                    else ABWindow(epoch=1, label="k4", baseline_epoch=1, baseline_label="baseline"))
+        views["k4"] = ABView("k4", "baseline", current, previous)
+    return views
+
+
+def epochs_at(t: float, interval: int, cumulative: dict[str, VariantStats]) -> dict[str, tuple[EpochStats, ...]]:
+    out: dict[str, tuple[EpochStats, ...]] = {
+        v: (EpochStats(EpochInfo(v, 1, v, _settings(v), 0.0), cumulative[v]),) for v in VARIANTS if v != "k4"
+    }
+    if t < RELAUNCH_ASKED_T:
+        out["k4"] = (EpochStats(EpochInfo("k4", 1, "k4", _settings("k4"), 0.0), cumulative["k4"]),)
+        return out
+    first = EpochStats(EpochInfo("k4", 1, "k4", _settings("k4"), 0.0, RELAUNCH_ASKED_T),
+                       variant_stats("k4", 4 * 9, 9.0, 0.04))
+    out["k4"] = (first,) if t < EPOCH2_T else (
+        first, EpochStats(EpochInfo("k4", 2, EPOCH2_LABEL, _settings("k4", 3), EPOCH2_T), cumulative["k4"]))
+    return out
 
 
 def _drift(variant: str, interval: int) -> float:
-    """k4 has a rejection spike at intervals 6-7; the relaunch with k=3 (event at t=9 s, after
-    interval 8 closed) takes effect from interval 9."""
+    """k4 has a rejection spike at intervals 6-7; the relaunch with k=3 (asked at t=9 s, answering
+    from t=9.5 s) shows from interval 9."""
     if variant != "k4":
         return 0.0
     if interval in (6, 7):
@@ -167,27 +226,36 @@ def build_snapshots(intervals: int = 12) -> list[Snapshot]:
             events: tuple[Event, ...] = ()
             if quarter == 0 and interval == 3:
                 events = (Event(t=t, kind="config_change", message="rate 8 → 10 req/s", data={"rate": 10.0}),)
-            if quarter == 0 and interval == 8:
+            if t == RELAUNCH_ASKED_T:
+                events = (Event(t=t, kind="transition", message="k4: relaunching with k=3; k4 ends here",
+                                variant="k4", data={"from_epoch": 1, "to_epoch": 2}),)
+            if t == EPOCH2_T:
                 events = (
                     Event(
                         t=t,
                         kind="relaunch",
-                        message="k4: num_speculative_tokens 4 → 3",
+                        message=f"k4 relaunched: num_speculative_tokens 4->3; {EPOCH2_LABEL} from t=9.5 s",
                         variant="k4",
-                        data={"changes": {"num_speculative_tokens": 3}},
+                        data={"changes": {"num_speculative_tokens": {"from": 4, "to": 3}}, "epoch": 2,
+                              "label": EPOCH2_LABEL, "settings": _settings("k4", 3)},
                     ),
                 )
             per_class = 2 + interval % 3
+            cumulative = {
+                v: variant_stats(v, 4 * (interval + 1), interval + 1.0, 0.04 if v == "k4" else 0.0) for v in VARIANTS
+            }
+            if t >= EPOCH2_T:
+                n = interval - 8
+                cumulative["k4"] = variant_stats("k4", 4 * n, float(n), -0.02, 3, 2, EPOCH2_LABEL)
+            k4_new = interval >= 9
             snaps.append(
                 Snapshot(
                     t=t,
                     interval=interval,
-                    cumulative={
-                        v: variant_stats(v, 4 * (interval + 1), interval + 1.0, 0.04 if v == "k4" else 0.0)
-                        for v in VARIANTS
-                    },
+                    cumulative=cumulative,
                     last_interval={
-                        v: variant_stats(v, per_class, 1.0, _drift(v, interval), 3 if v == "k4" and interval >= 9 else None)
+                        v: variant_stats(v, per_class, 1.0, _drift(v, interval), 3 if v == "k4" and k4_new else None,
+                                         2 if v == "k4" and k4_new else 1, EPOCH2_LABEL if v == "k4" and k4_new else "")
                         for v in VARIANTS
                     },
                     servers={v: server_sample(v, t, interval) for v in VARIANTS},
@@ -202,6 +270,8 @@ def build_snapshots(intervals: int = 12) -> list[Snapshot]:
                     events=events,
                     saturated_intervals=(5,) if interval >= 5 else (),
                     simulated=True,
+                    epochs=epochs_at(t, interval, cumulative),
+                    ab=ab_views(t, interval),
                 )
             )
     return snaps

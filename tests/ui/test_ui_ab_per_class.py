@@ -1,7 +1,9 @@
-"""The A/B view per prompt class: numbers recomputed here from the frozen snapshots, not from the state.
+"""The A/B view per prompt class: it shows the aggregator's windows from the snapshot, nothing of its own.
 
-In the fake stream k4 is relaunched with k=3 after interval 8 closes, so its previous window is
-intervals 0-8 and its current one 9-11; the baseline columns cover the same intervals.
+In the fake stream k4 is relaunched with k=3: asked at t=9.0 s, answering (epoch 2) from t=9.5 s.
+At the end its current window is the whole intervals 10-11 and its previous one the two whole
+intervals before the relaunch was asked, 7-8; each beside the baseline over the same intervals.
+Expected cells are recomputed here from the frozen snapshot's windows.
 """
 
 from __future__ import annotations
@@ -11,43 +13,28 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from speclab.model.snapshot import ALL_CLASSES, ClassStats
+from speclab.model.ab_rows import ab_rows
+from speclab.model.snapshot import ALL_CLASSES, ABView
 from speclab.ui import SpeclabApp, create_app, fmt
-from speclab.ui.widgets.ab import ABTable
-from tests.ui.fakes import CLASSES, FakeSource, build_snapshots
+from speclab.ui.widgets.ab import ABTable, show_value
+from tests.ui.fakes import CLASSES, EPOCH2_LABEL, FakeSource
 
 SIZE = (120, 40)
-PREVIOUS = range(0, 9)
-CURRENT = range(9, 12)
 
 
-def interval_stats(variant: str, prompt_class: str, intervals: range) -> list[ClassStats]:
-    per_interval = build_snapshots()[::4]  # four snapshots per interval carry the same last_interval
-    return [per_interval[i].last_interval[variant].classes[prompt_class] for i in intervals]
+def final_view(source: FakeSource) -> ABView:
+    return source.frozen[-1].ab["k4"]
 
 
-def expected(variant: str, prompt_class: str, intervals: range) -> dict[str, str]:
-    """The A/B cells for one side, from sums over the interval's ClassStats."""
-    stats = interval_stats(variant, prompt_class, intervals)
-    requests = sum(s.requests for s in stats)
-    seconds = sum(s.window_s for s in stats)
-    steps = sum(s.acceptance.steps for s in stats)
-    drafted = sum(s.acceptance.drafted for s in stats)
-    accepted = sum(s.acceptance.accepted for s in stats)
-    structured = sum(s.structured_total for s in stats)
-    failed = sum(s.structured_failed for s in stats)
-    e2e = [s.latency["e2e_corrected"] for s in stats]
-    count = sum(s.latency["e2e"].count for s in stats)
+def expected(view: ABView, prompt_class: str, corrected: bool = True) -> dict[str, dict[str, str]]:
+    assert view.previous is not None
+    sides = {
+        "prev": view.previous.own, "prev_base": view.previous.baseline,
+        "cur": view.current.own, "cur_base": view.current.baseline,
+    }
     return {
-        "requests": str(requests),
-        "rps": f"{requests / seconds:.2f}",
-        "tps": f"{sum(s.output_tokens for s in stats) / seconds:.0f}",
-        "len": f"{1 + accepted / steps:.2f}" if steps else fmt.NO_DATA,
-        "rej": f"{(1 - accepted / drafted) * 100:.1f}%" if drafted else fmt.NO_DATA,
-        "json": f"{failed / structured * 100:.1f}%" if structured else fmt.NO_DATA,
-        "e2e_mean": fmt.us(sum(p.mean * p.count for p in e2e) / count),
-        "e2e_p99": fmt.us(max(p.p99 or 0 for p in e2e)),
-        "errors": str(sum(s.error_count for s in stats)),
+        column: {row.key: show_value(row, row.value(stats.classes[prompt_class])) for row in ab_rows(corrected)}
+        for column, stats in sides.items()
     }
 
 
@@ -61,14 +48,8 @@ async def open_ab(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource, *keys:
     return app.screen.query_one(ABTable)
 
 
-def assert_rows(table: ABTable, prompt_class: str) -> None:
-    columns = {
-        "prev": expected("k4", prompt_class, PREVIOUS),
-        "prev_base": expected("baseline", prompt_class, PREVIOUS),
-        "cur": expected("k4", prompt_class, CURRENT),
-        "cur_base": expected("baseline", prompt_class, CURRENT),
-    }
-    for column, cells in columns.items():
+def assert_rows(table: ABTable, view: ABView, prompt_class: str, corrected: bool = True) -> None:
+    for column, cells in expected(view, prompt_class, corrected).items():
         for row, text in cells.items():
             assert table.cell_text(row, column) == text, (prompt_class, row, column)
 
@@ -80,9 +61,11 @@ async def test_p_on_the_ab_tab_shows_the_selected_class_on_both_sides() -> None:
         table = await open_ab(pilot, app, source, "p", "p")
         assert app.lab.view.prompt_class == "tool_call"
         title = str(app.screen.query_one("#ab-title", Static).render())
-        assert title.startswith("k4, tool_call: previous k=4") and "current k=3" in title
+        assert title.startswith("k4, tool_call: previous k4 (t 7–9 s)"), title
+        assert f"current {EPOCH2_LABEL} (t 10–12 s)" in title
+        assert "{" not in title, "labels, never a settings dict"
         assert "Only tool_call requests" in str(app.screen.query_one("#ab-note", Static).render())
-        assert_rows(table, "tool_call")
+        assert_rows(table, final_view(source), "tool_call")
         assert table.cell_text("json", "prev") != fmt.NO_DATA, "tool_call is the structured-output class"
 
 
@@ -91,46 +74,45 @@ async def test_every_class_then_all_again() -> None:
     app = create_app(source, source)
     async with app.run_test(size=SIZE) as pilot:
         table = await open_ab(pilot, app, source)
-        assert_rows(table, ALL_CLASSES)
+        view = final_view(source)
+        assert_rows(table, view, ALL_CLASSES)
         seen: dict[str, tuple[str, str]] = {}
         for prompt_class in CLASSES:
             await pilot.press("p")
             await pilot.pause()
             assert app.lab.view.prompt_class == prompt_class
-            assert_rows(table, prompt_class)
+            assert_rows(table, view, prompt_class)
             seen[prompt_class] = (table.cell_text("len", "cur"), table.cell_text("e2e_mean", "vs_prev"))
         assert len({cells for cells in seen.values()}) == len(CLASSES), "each class shows its own numbers"
         await pilot.press("p")
         await pilot.pause()
         assert app.lab.view.prompt_class == ALL_CLASSES
         assert str(app.screen.query_one("#ab-title", Static).render()).startswith("k4, all classes:")
-        assert_rows(table, ALL_CLASSES)
+        assert_rows(table, view, ALL_CLASSES)
 
 
-async def test_change_columns_compare_the_class_with_itself() -> None:
+async def test_rates_change_in_points_and_times_in_percent() -> None:
     source = FakeSource()
     app = create_app(source, source)
     async with app.run_test(size=SIZE) as pilot:
         table = await open_ab(pilot, app, source, "p", "p", "p")
         assert app.lab.view.prompt_class == "long_continuation"
-        cur = interval_stats("k4", "long_continuation", CURRENT)
-        prev = interval_stats("k4", "long_continuation", PREVIOUS)
-        base = interval_stats("baseline", "long_continuation", CURRENT)
-
-        def mean_e2e(stats: list[ClassStats]) -> float:
-            pcts = [s.latency["e2e_corrected"] for s in stats]
-            return sum(p.mean * p.count for p in pcts) / sum(p.count for p in pcts)
-
-        def rps(stats: list[ClassStats]) -> float:
-            return sum(s.requests for s in stats) / sum(s.window_s for s in stats)
-
-        assert table.cell_text("e2e_mean", "vs_prev") == f"{(mean_e2e(cur) / mean_e2e(prev) - 1) * 100:+.1f}%"
-        assert table.cell_text("e2e_mean", "vs_base") == f"{(mean_e2e(cur) / mean_e2e(base) - 1) * 100:+.1f}%"
-        assert table.cell_text("rps", "vs_base") == f"{(rps(cur) / rps(base) - 1) * 100:+.1f}%"
+        view = final_view(source)
+        assert view.previous is not None
+        cur, prev = view.current.own.classes["long_continuation"], view.previous.own.classes["long_continuation"]
+        base = view.current.baseline.classes["long_continuation"]
+        cur_rej, prev_rej = cur.acceptance.rejection_rate, prev.acceptance.rejection_rate
+        assert cur_rej is not None and prev_rej is not None
+        assert table.cell_text("rej", "vs_prev") == f"{(cur_rej - prev_rej) * 100:+.1f} pts"
+        mean = cur.latency["e2e_corrected"].mean
+        assert table.cell_text("e2e_mean", "vs_prev") == f"{(mean / prev.latency['e2e_corrected'].mean - 1) * 100:+.1f}%"
+        assert table.cell_text("e2e_mean", "vs_base") == f"{(mean / base.latency['e2e_corrected'].mean - 1) * 100:+.1f}%"
+        p99 = cur.latency["e2e_corrected"].p99
+        assert p99 is not None and table.cell_text("e2e_p99", "cur") == fmt.us(p99), "the window's own p99"
+        assert table.cell_text("rps", "vs_base") == f"{(cur.requests_per_s / base.requests_per_s - 1) * 100:+.1f}%"
         assert table.cell_text("rej", "vs_base") == fmt.NO_DATA, "the baseline drafts nothing"
         await pilot.press("c")
         await pilot.pause()
-        uncorrected = [s.latency["e2e"] for s in cur]
-        mean = sum(p.mean * p.count for p in uncorrected) / sum(p.count for p in uncorrected)
-        assert table.cell_text("e2e_mean", "cur") == fmt.us(mean)
+        assert table.cell_text("e2e_mean", "cur") == fmt.us(cur.latency["e2e"].mean)
         assert table.cell_text("e2e_mean", "metric") == "e2e mean (uncorrected)"
+        assert_rows(table, view, "long_continuation", corrected=False)

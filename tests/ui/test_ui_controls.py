@@ -227,7 +227,7 @@ async def test_variant_and_class_selection_drive_every_view() -> None:
         view = lab(app).view
         assert (view.variant, view.prompt_class) == ("k4", "tool_call")
         chart = app.screen.query_one("#spec-e2e", SpectrumChart)
-        assert [c.name for c in chart.curves if c.emphasis] == ["k4"]
+        assert [c.name for c in chart.curves if c.emphasis] == ["k4·2 (k=3)"], "the current epoch, labelled"
         assert str(chart.border_title) == "e2e · tool_call"
         await pilot.press("o")
         await pilot.pause()
@@ -235,7 +235,7 @@ async def test_variant_and_class_selection_drive_every_view() -> None:
         await pilot.press("2")
         await pilot.pause()
         detail = app.screen.query_one(AcceptanceDetail)
-        assert str(detail.border_title) == "acceptance distribution · k4 · tool_call"
+        assert str(detail.border_title) == "acceptance distribution · k4·2 (k=3) · tool_call"
         assert "k4 · tool_call" in render_status(lab(app).status).plain
 
 
@@ -261,14 +261,15 @@ async def test_ab_view_compares_previous_and_current_config_of_the_relaunched_va
         await pilot.press("v", "5")
         await pilot.pause()
         title = str(app.screen.query_one("#ab-title", Static).render())
-        assert "previous k=4" in title and "current k=3" in title
+        assert "previous k4 (" in title and "current k4·2 (k=3)" in title
         table = app.screen.query_one(ABTable)
-        prev = app.state.previous["k4"].own
-        cur = app.state.windows["k4"].own
+        view = source.frozen[-1].ab["k4"]
+        assert view.previous is not None
+        prev, cur = view.previous.own.total, view.current.own.total
         assert table.cell_text("requests", "prev") == str(prev.requests)
         assert table.cell_text("requests", "cur") == str(cur.requests)
-        assert cur.rejection_rate is not None
-        assert table.cell_text("rej", "cur") == f"{cur.rejection_rate * 100:.1f}%"
+        assert cur.acceptance.rejection_rate is not None
+        assert table.cell_text("rej", "cur") == f"{cur.acceptance.rejection_rate * 100:.1f}%"
         assert table.cell_text("rej", "cur_base") == "—"
 
 

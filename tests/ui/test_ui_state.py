@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from speclab.model.names import PERCENTILE_POINTS
-from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
 from speclab.ui import fmt
 from speclab.ui.messages import SnapshotArrived, SourceEnded
 from speclab.ui.state import LabState, config_label, pick_baseline
 from speclab.ui.widgets.spectrum import X_POINTS, Curve, nice_ceiling, nines, render_spectrum, value_at
-from tests.ui.fakes import CLASSES, VARIANTS, FakeSource, build_snapshots, variant_stats
+from tests.ui.fakes import VARIANTS, FakeSource, build_snapshots, variant_stats
 
 
 def fed_state(snapshots: list[Snapshot] | None = None) -> LabState:
@@ -32,37 +31,15 @@ def test_each_closed_interval_is_taken_once_although_snapshots_repeat_it() -> No
     assert [round(p.requests_per_s) for p in state.history["k2"]] == per_interval
 
 
-def test_relaunch_keeps_previous_window_and_baseline_over_the_same_intervals() -> None:
+def test_the_history_says_which_config_epoch_each_interval_was() -> None:
     state = fed_state()
-    previous, current = state.previous["k4"], state.windows["k4"]
-    assert previous.config["num_speculative_tokens"] == 4
-    assert current.config["num_speculative_tokens"] == 3
-    assert previous.own.intervals == 9 and current.own.intervals == 3
-    assert previous.baseline.intervals == previous.own.intervals
-    snaps = build_snapshots()[::4]
-    expected_base = sum(s.last_interval["baseline"].total.requests for s in snaps[9:])
-    assert current.baseline.requests == expected_base
-    accepted = sum(s.last_interval["k4"].total.acceptance.accepted for s in snaps[:9])
-    drafted = sum(s.last_interval["k4"].total.acceptance.drafted for s in snaps[:9])
-    assert previous.own.rejection_rate == pytest.approx(1 - accepted / drafted)
-    assert "k2" not in state.previous
-
-
-def test_a_second_relaunch_event_before_any_interval_only_updates_the_config() -> None:
-    snaps = build_snapshots(10)
-    extra = Event(t=9.1, kind="relaunch", message="k4 again", variant="k4", data={"changes": {"max_num_seqs": 32}})
-    i = 8 * 4 + 1
-    snaps[i] = Snapshot(**{**{f: getattr(snaps[i], f) for f in snaps[i].__dataclass_fields__}, "events": (extra,)})
-    state = fed_state(snaps)
-    assert state.previous["k4"].config["num_speculative_tokens"] == 4
-    assert state.windows["k4"].config == {
-        "num_speculative_tokens": 3, "max_num_seqs": 32, "max_num_batched_tokens": 8192, "enable_chunked_prefill": True
-    }
+    assert [p.epoch for p in state.history["k4"]] == [1] * 9 + [2] * 3
+    assert {p.epoch for p in state.history["k2"]} == {1}
 
 
 def test_events_and_saturated_intervals_are_remembered() -> None:
     state = fed_state()
-    assert [(i, e.kind) for i, e in state.events] == [(3, "config_change"), (8, "relaunch")]
+    assert [(i, e.kind) for i, e in state.events] == [(3, "config_change"), (8, "transition"), (8, "relaunch")]
     assert state.saturated == {5}
 
 
@@ -136,37 +113,3 @@ def test_time_series_shows_the_latest_intervals_of_a_long_history() -> None:
     lines = render_timeseries(state, VARIANTS, {}, True, width).plain.split("\n")
     k2 = next(line for line in lines if line.startswith("k2"))
     assert len(k2[NAME_W : width - VALUE_W].strip()) == width - NAME_W - VALUE_W
-
-
-def test_windows_keep_each_class_and_the_classes_add_up_to_all() -> None:
-    state = fed_state()
-    for window in (state.previous["k4"], state.windows["k4"]):
-        for by_class in (window.own_by_class, window.baseline_by_class):
-            assert set(by_class) == {*CLASSES, "all"}
-            parts = [by_class[c] for c in CLASSES]
-            assert sum(t.requests for t in parts) == by_class["all"].requests
-            assert sum(t.accepted for t in parts) == by_class["all"].accepted
-            assert {t.intervals for t in parts} == {by_class["all"].intervals}
-    snaps = build_snapshots()[::4]
-    own, base = state.windows["k4"].totals("tool_call")
-    assert own is not None and base is not None
-    assert own.requests == sum(s.last_interval["k4"].classes["tool_call"].requests for s in snaps[9:])
-    assert base.requests == sum(s.last_interval["baseline"].classes["tool_call"].requests for s in snaps[9:])
-    assert state.windows["k4"].totals("no_such_class") == (None, None)
-
-
-def test_a_class_first_seen_late_counts_as_idle_before_it() -> None:
-    from dataclasses import replace
-
-    from speclab.model.snapshot import VariantStats
-
-    snaps = build_snapshots(4)
-    for i in range(8):  # intervals 0-1 have no refusal requests at all
-        last = {v: VariantStats(v, {c: s for c, s in vs.classes.items() if c != "refusal"})
-                for v, vs in snaps[i].last_interval.items()}
-        snaps[i] = replace(snaps[i], last_interval=last)
-    state = fed_state(snaps)
-    refusal = state.windows["k2"].own_by_class["refusal"]
-    assert refusal.intervals == 4 and refusal.window_s == 4.0
-    late = sum(s.last_interval["k2"].classes["refusal"].requests for s in snaps[8::4])
-    assert refusal.requests_per_s == pytest.approx(late / 4.0)

@@ -28,8 +28,8 @@ from speclab.ui.replay import ReplayControls
 from speclab.ui.screens.dialogs import ConfirmDialog, NumberDialog
 from speclab.ui.screens.help import HelpRow, HelpScreen
 from speclab.ui.screens.relaunch import RelaunchDialog, current_settings, describe_changes
-from speclab.ui.state import LabState, config_label
-from speclab.ui.widgets.ab import ABTable
+from speclab.ui.state import LabState
+from speclab.ui.widgets.ab import ABTable, ab_title
 from speclab.ui.widgets.acceptance import AcceptanceDetail, AcceptanceTable
 from speclab.ui.widgets.breakdown import Breakdown, breakdown_row
 from speclab.ui.widgets.replay_bar import ReplayBar
@@ -113,7 +113,7 @@ class LabScreen(Screen[None]):
         self.view = ViewOptions(variant=(speculative or list(info.variants) or [""])[0])
         self.status = StatusLine(info, controls="live" if controls else NO_CONTROLS)
         self.traffic_paused = False
-        self._ab_shown: tuple[str, str, bool, int] | None = None
+        self._ab_shown: tuple[str, str, bool, int, bool] | None = None
 
     def compose(self) -> ComposeResult:
         info = self.source.info
@@ -171,6 +171,12 @@ class LabScreen(Screen[None]):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.refresh_view()
 
+    def _label(self, variant: str) -> str:
+        """The variant's current config epoch as users read it (``k4``, ``k4·2 (k=6)``)."""
+        snap = self.state.latest
+        stats = snap.cumulative.get(variant) if snap is not None else None
+        return (stats.label if stats is not None else "") or variant
+
     def _class_stats(self, variant: str, cls: str) -> ClassStats | None:
         snap = self.state.latest
         if snap is None or variant not in snap.cumulative:
@@ -187,7 +193,8 @@ class LabScreen(Screen[None]):
                 stats = self._class_stats(variant, view.prompt_class)
                 pct = stats.latency.get(shown.value) if stats else None
                 if pct is not None and pct.values:
-                    curves.append(Curve(variant, pct.values, self.variant_colors[variant], variant == view.variant))
+                    curves.append(Curve(self._label(variant), pct.values, self.variant_colors[variant],
+                                        variant == view.variant))
             if metric in CORRECTED:
                 source = "corrected" if view.corrected else "uncorrected"
             elif metric in SERVER_METRICS:
@@ -205,7 +212,7 @@ class LabScreen(Screen[None]):
         total = self._class_stats(view.variant, ALL_CLASSES)
         timing = SOURCE_LABEL.get(total.timing_source if total else "none", "no source")
         self.query_one(Breakdown).show(
-            f"where the time goes · {view.variant} · {view.stat} of each part (m)",
+            f"where the time goes · {self._label(view.variant)} · {view.stat} of each part (m)",
             f"server timing: {timing}{sim}",
             rows,
         )
@@ -218,7 +225,8 @@ class LabScreen(Screen[None]):
         self.query_one(AcceptanceTable).show(snap, info.variants, info.classes)
         stats = self._class_stats(self.view.variant, self.view.prompt_class)
         if stats is not None:
-            self.query_one(AcceptanceDetail).show(f"{self.view.variant} · {self.view.prompt_class}", stats.acceptance)
+            self.query_one(AcceptanceDetail).show(f"{self._label(self.view.variant)} · {self.view.prompt_class}",
+                                                  stats.acceptance)
 
     def _show_servers(self) -> None:
         views = self.source.servers()
@@ -229,25 +237,19 @@ class LabScreen(Screen[None]):
 
     def _show_ab(self) -> None:
         variant, prompt_class = self.view.variant, self.view.prompt_class
-        current = self.state.windows.get(variant)
-        previous = self.state.previous.get(variant)
+        snap = self.state.latest
+        view = snap.ab.get(variant) if snap is not None else None
         scope = "all classes" if prompt_class == ALL_CLASSES else prompt_class
         if variant == self.state.baseline:
             title = f"{variant} is the baseline — press v to pick a speculative variant to compare"
         else:
-            prev = (
-                f"previous {config_label(previous.config)} (t {previous.start_t:.0f}–{previous.end_t or 0:.0f} s)"
-                if previous
-                else "no relaunch yet, so no previous config"
-            )
-            cur = f"current {config_label(current.config)} (t {current.start_t:.0f} s–now)" if current else ""
-            title = f"{variant}, {scope}: {prev}  →  {cur}"
+            title = ab_title(view, variant, scope)
         _update(self.query_one("#ab-title", Static), title)
-        _update(self.query_one("#ab-note", Static), ab_note(prompt_class))
-        shown = (variant, prompt_class, self.view.corrected, self.state.windows_revision)
+        _update(self.query_one("#ab-note", Static), ab_note(prompt_class, view.previous.note if view and view.previous else ""))
+        shown = (variant, prompt_class, self.view.corrected, self.state.intervals_taken, bool(view and view.relaunching))
         if shown != self._ab_shown:  # the windows change once per closed interval, not per snapshot
             self._ab_shown = shown
-            self.query_one(ABTable).show(previous, current, self.view.corrected, prompt_class)
+            self.query_one(ABTable).show(view, self.view.corrected, prompt_class)
 
     # -- view actions ------------------------------------------------------------------------
 
@@ -283,8 +285,8 @@ class LabScreen(Screen[None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if isinstance(event.data_table, AcceptanceTable) and event.row_key.value:
-            variant, _, cls = event.row_key.value.partition("/")
-            self.select(variant, cls)
+            variant, _, rest = event.row_key.value.partition("/")
+            self.select(variant, rest.partition("/")[2])
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.help_rows()))
@@ -391,17 +393,19 @@ class LabScreen(Screen[None]):
         await self._call("relaunch", self.controls.relaunch(variant, changes), f"relaunching {variant}: {summary}")
 
 
-def ab_note(prompt_class: str) -> str:
+def ab_note(prompt_class: str, previous_note: str = "") -> str:
     """What the A/B rows are over, and the key that narrows them to one prompt class."""
     scope = (
         "All classes together; press p to compare one prompt class."
         if prompt_class == ALL_CLASSES
         else f"Only {prompt_class} requests, on both sides; p: next class."
     )
+    shorter = f" The previous window is shorter: {previous_note}." if previous_note else ""
     return (
-        f"{scope} Each window is compared with the baseline over the same intervals (same traffic). "
-        "Means are exact over the window; percentiles do not add across intervals, so the p99 "
-        "row is the worst 1 s interval."
+        f"{scope} Each config epoch is compared with the baseline over the same whole 1 s intervals "
+        "(same traffic); the previous one over as many intervals just before its relaunch. The "
+        "relaunch itself (restart, its failed requests) is in neither. Percentiles are over the window; "
+        f"rates change in points, times in percent.{shorter}"
     )
 
 

@@ -44,7 +44,8 @@ def describe_changes(variant: str, before: Mapping[str, Any], changes: Mapping[s
         lines.append(f"  {key}: {_show(before.get(key))} → {_show(value)}")
     lines.append("")
     lines.append(f"{variant} stops serving while it restarts; the other variants keep running.")
-    lines.append("Its stats so far are kept as the previous config in the A/B view.")
+    lines.append("Its numbers so far stay with its current config epoch; the new config starts a new one")
+    lines.append("once its server answers, and the restart between them is counted in neither.")
     return "\n".join(lines)
 
 

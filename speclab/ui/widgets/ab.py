@@ -1,20 +1,20 @@
-"""A/B: the selected variant's current config against its previous one and against the baseline.
+"""A/B: the selected variant's current config epoch against its previous one and the baseline.
 
-Each config window carries the baseline's numbers over exactly the same intervals, so "vs
-baseline" compares like with like. Previous and current ran at different times (possibly under a
-different offered load), which is why each has its own baseline column. The rows are for the
-selected prompt class (or all classes): a draft length that helps one class can hurt another.
+The windows come from the snapshot (``Snapshot.ab``), merged by the aggregator from closed
+intervals: the current epoch beside the baseline over the same intervals, and the previous epoch
+over as many intervals just before its relaunch beside the baseline over those. The transition
+(restart downtime and its failures) is in neither, and percentiles are the window's own. Previous
+and current ran at different times (possibly under a different offered load), which is why each
+has its own baseline column. Rates change in points, times and throughput in percent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from textual.widgets import DataTable
 
-from speclab.model.snapshot import ALL_CLASSES
+from speclab.model.ab_rows import ABRow, ab_rows, change_text
+from speclab.model.snapshot import ALL_CLASSES, ABView, ClassStats, VariantStats
 from speclab.ui import fmt
-from speclab.ui.state import ConfigWindow, Totals
 
 COLUMNS = (
     ("metric", "metric"),
@@ -26,52 +26,62 @@ COLUMNS = (
     ("vs_base", "cur vs base"),
 )
 
-Getter = Callable[[Totals], float | None]
+
+def show_value(row: ABRow, value: float | None) -> str:
+    if row.kind == "time":
+        return fmt.us(value)
+    if row.kind == "rate":
+        return fmt.pct(value)
+    if row.key == "tps":
+        return fmt.num(value, 0)
+    if row.kind == "count":
+        return fmt.num(value, 0)
+    return fmt.num(value)
 
 
-def rows(corrected: bool) -> tuple[tuple[str, str, Getter, Callable[[float | None], str]], ...]:
-    label = "corrected" if corrected else "uncorrected"
-    return (
-        ("requests", "requests", lambda t: float(t.requests), lambda v: fmt.num(v, 0)),
-        ("rps", "requests/s", lambda t: t.requests_per_s, lambda v: fmt.num(v, 2)),
-        ("tps", "output tokens/s", lambda t: t.tokens_per_s, lambda v: fmt.num(v, 0)),
-        ("len", "acceptance length", lambda t: t.acceptance_length, fmt.num),
-        ("rej", "rejection rate", lambda t: t.rejection_rate, fmt.pct),
-        ("json", "JSON failure rate", lambda t: t.structured_failure_rate, fmt.pct),
-        ("e2e_mean", f"e2e mean ({label})", lambda t: t.e2e_mean_us(corrected), fmt.us),
-        ("e2e_p99", f"e2e worst 1 s p99 ({label})", lambda t: _f(t.e2e_worst_p99(corrected)), fmt.us),
-        ("errors", "errors", lambda t: float(t.errors), lambda v: fmt.num(v, 0)),
+def _class(stats: VariantStats | None, prompt_class: str) -> ClassStats | None:
+    return None if stats is None else stats.classes.get(prompt_class)
+
+
+def ab_cells(view: ABView | None, corrected: bool, prompt_class: str = ALL_CLASSES) -> dict[str, tuple[str, ...]]:
+    prev_w = view.previous if view is not None else None
+    cur_w = view.current if view is not None and view.current.intervals else None
+    sides = (
+        _class(prev_w.own, prompt_class) if prev_w and prev_w.intervals else None,
+        _class(prev_w.baseline, prompt_class) if prev_w and prev_w.intervals else None,
+        _class(cur_w.own, prompt_class) if cur_w else None,
+        _class(cur_w.baseline, prompt_class) if cur_w else None,
     )
-
-
-def _f(v: int | None) -> float | None:
-    return None if v is None else float(v)
-
-
-def ab_cells(
-    previous: ConfigWindow | None,
-    current: ConfigWindow | None,
-    corrected: bool,
-    prompt_class: str = ALL_CLASSES,
-) -> dict[str, tuple[str, ...]]:
-    prev_own, prev_base_t = previous.totals(prompt_class) if previous else (None, None)
-    cur_own, cur_base_t = current.totals(prompt_class) if current else (None, None)
     out: dict[str, tuple[str, ...]] = {}
-    for key, label, get, show in rows(corrected):
-        prev = get(prev_own) if prev_own is not None else None
-        prev_base = get(prev_base_t) if prev_base_t is not None else None
-        cur = get(cur_own) if cur_own is not None else None
-        cur_base = get(cur_base_t) if cur_base_t is not None else None
-        out[key] = (
-            label,
-            show(prev),
-            show(prev_base),
-            show(cur),
-            show(cur_base),
-            fmt.signed_pct_change(cur, prev),
-            fmt.signed_pct_change(cur, cur_base),
+    for row in ab_rows(corrected):
+        prev, prev_base, cur, cur_base = (row.value(s) if s is not None else None for s in sides)
+        out[row.key] = (
+            row.label,
+            show_value(row, prev),
+            show_value(row, prev_base),
+            show_value(row, cur),
+            show_value(row, cur_base),
+            change_text(row.kind, cur, prev, fmt.NO_DATA),
+            change_text(row.kind, cur, cur_base, fmt.NO_DATA),
         )
     return out
+
+
+def ab_title(view: ABView | None, variant: str, scope: str) -> str:
+    """Which epochs, over which seconds: labels only (``k4·2 (k=6)``), never a settings dict."""
+    if view is None:
+        return f"{variant}, {scope}: no A/B yet"
+    cur, prev = view.current, view.previous
+    stopped = ", relaunching" if view.relaunching else ""
+    current = (f"current {cur.label} (t {cur.start_s:.0f}–{cur.end_s:.0f} s{stopped})" if cur.intervals
+               else f"current {cur.label} (no whole interval yet{stopped})")
+    if prev is None:
+        previous = "no relaunch yet, so no previous config"
+    elif prev.intervals:
+        previous = f"previous {prev.label} (t {prev.start_s:.0f}–{prev.end_s:.0f} s)"
+    else:
+        previous = f"previous {prev.label} (no whole interval before its relaunch)"
+    return f"{variant}, {scope}: {previous}  →  {current}"
 
 
 class ABTable(DataTable[str]):
@@ -83,14 +93,8 @@ class ABTable(DataTable[str]):
         for key, label in COLUMNS:
             self.add_column(label, key=key)
 
-    def show(
-        self,
-        previous: ConfigWindow | None,
-        current: ConfigWindow | None,
-        corrected: bool,
-        prompt_class: str = ALL_CLASSES,
-    ) -> None:
-        for key, cells in ab_cells(previous, current, corrected, prompt_class).items():
+    def show(self, view: ABView | None, corrected: bool, prompt_class: str = ALL_CLASSES) -> None:
+        for key, cells in ab_cells(view, corrected, prompt_class).items():
             if key not in self._cache:
                 self.add_row(*cells, key=key)
             elif cells != self._cache[key]:

@@ -1,8 +1,10 @@
 """Acceptance per prompt class for every variant, and the distribution of the selected one.
 
-Rows are keyed ``variant/class`` and updated cell by cell, so a 4 Hz stream repaints only what
-changed. The source column says whether counts came from per-request metrics (exact) or from
-tokens per streamed chunk (estimated).
+Rows are keyed ``variant/epoch/class`` and updated cell by cell, so a 4 Hz stream repaints only
+what changed. A relaunched variant gets one block of rows per config epoch, labelled with what
+changed (``k4·2 (k=6)``): histograms of different draft lengths are never added together. The
+source column says whether counts came from per-request metrics (exact) or from tokens per
+streamed chunk (estimated); per-position rates divide by the steps that drafted that position.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from textual.app import RenderResult
 from textual.widget import Widget
 from textual.widgets import DataTable
 
-from speclab.model.snapshot import ALL_CLASSES, AcceptanceStats, ClassStats, Snapshot
+from speclab.model.snapshot import ALL_CLASSES, AcceptanceStats, ClassStats, Snapshot, VariantStats
 from speclab.ui import fmt
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -63,22 +65,27 @@ class AcceptanceTable(DataTable[str | Text]):
 
     def show(self, snapshot: Snapshot, variants: tuple[str, ...], classes: tuple[str, ...]) -> None:
         for variant in variants:
-            vstats = snapshot.cumulative.get(variant)
-            if vstats is None:
+            epochs = [e.stats for e in snapshot.epochs.get(variant, ())]
+            if not epochs and variant in snapshot.cumulative:
+                epochs = [snapshot.cumulative[variant]]
+            for vstats in epochs:
+                self._show_epoch(variant, vstats, classes)
+
+    def _show_epoch(self, variant: str, vstats: VariantStats, classes: tuple[str, ...]) -> None:
+        label = vstats.label or variant
+        for cls in (*classes, ALL_CLASSES):
+            stats = vstats.classes.get(cls)
+            if stats is None:
                 continue
-            for cls in (*classes, ALL_CLASSES):
-                stats = vstats.classes.get(cls)
-                if stats is None:
-                    continue
-                key = f"{variant}/{cls}"
-                cells = acceptance_cells(stats)
-                if key not in self._cache:
-                    self.add_row(variant, cls, *cells, key=key)
-                elif self._cache[key] != cells:
-                    for (col, _), value, old in zip(COLUMNS[2:], cells, self._cache[key], strict=True):
-                        if value != old:
-                            self.update_cell(key, col, value)
-                self._cache[key] = cells
+            key = f"{variant}/{vstats.epoch}/{cls}"
+            cells = acceptance_cells(stats)
+            if key not in self._cache:
+                self.add_row(label, cls, *cells, key=key)
+            elif self._cache[key] != cells:
+                for (col, _), value, old in zip(COLUMNS[2:], cells, self._cache[key], strict=True):
+                    if value != old:
+                        self.update_cell(key, col, value)
+            self._cache[key] = cells
 
 
 def render_distribution(name: str, acc: AcceptanceStats, width: int) -> Text:

@@ -1,8 +1,8 @@
 """Throughput, rejection rate and p99 over time, one column per closed 1 s interval.
 
-Every block shares one interval axis and ends in a marker row: ``R`` a relaunch, ``C`` another
-config or control change, ``•`` any other event, ``!`` an interval in which the client was
-saturated (its numbers describe the load generator, not the server). The legend lists the events
+Every block shares one interval axis and ends in a marker row: ``T`` a relaunch asked, ``R`` the
+new config answering (a new epoch), ``C`` another config or control change, ``•`` any other
+event, ``!`` an interval in which the client was saturated (its numbers describe the load generator, not the server). The legend lists the events
 with their times, so a spike can be tied to its cause.
 """
 
@@ -17,7 +17,7 @@ from textual.widget import Widget
 
 from speclab.model.records import Event
 from speclab.ui import fmt
-from speclab.ui.state import RELAUNCH_KIND, IntervalPoint, LabState
+from speclab.ui.state import RELAUNCH_KIND, TRANSITION_KIND, IntervalPoint, LabState
 
 NAME_W = 11
 VALUE_W = 10
@@ -52,6 +52,8 @@ def _f(v: int | None) -> float | None:
 def event_mark(event: Event) -> tuple[str, str]:
     if event.kind == RELAUNCH_KIND:
         return "R", "bold magenta"
+    if event.kind == TRANSITION_KIND:
+        return "T", "magenta"
     if event.kind in ("config_change", "rate", "concurrency", "pause", "resume"):
         return "C", "bold yellow"
     return "•", "bold white"
@@ -94,7 +96,8 @@ def render_timeseries(
             else:
                 out.append("·", style="dim")
     out.append("\n\n")
-    out.append("R relaunch  C config/control change  • other event  ! client saturated (not the server)\n", style="dim")
+    out.append("T relaunch asked  R new config answering  C config/control change  • other event  "
+               "! client saturated\n", style="dim")
     recent = list(state.events)[-LEGEND_EVENTS:]
     if not recent:
         out.append("no events yet", style="dim")
