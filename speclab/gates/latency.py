@@ -120,14 +120,22 @@ class StressSummary:
 def acceptance_floor_failures(
     variant: str, acceptance: Mapping[str, AcceptanceStats], floors: AcceptanceFloors
 ) -> tuple[list[str], list[str]]:
-    """(failures, details) for each class's mean acceptance length against its floor."""
+    """(failures, details) for each class's mean acceptance length against its floor.
+
+    ``variant`` is speculative (callers skip the baseline): a class with a floor but no acceptance
+    counts fails it, since a floor nobody measured is not met.
+    """
     failures: list[str] = []
     details: list[str] = []
     for prompt_class, stats in sorted(acceptance.items()):
         floor = floors.floor(prompt_class)
         length = stats.acceptance_length
         if length is None:
-            details.append(f"{variant} {prompt_class}: no acceptance counts reported")
+            line = f"{variant} {prompt_class}: no acceptance data (no verify steps reported for a speculative variant)"
+            if floor is not None:
+                failures.append(f"{line}: cannot meet the floor {floor:.2f}")
+            else:
+                details.append(line)
             continue
         rate = stats.acceptance_rate
         line = f"{variant} {prompt_class}: acceptance length {length:.2f}" + (

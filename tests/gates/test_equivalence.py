@@ -122,3 +122,15 @@ def test_distribution_sampling_mismatch_fails_even_when_outputs_match() -> None:
                                   sampled={"baseline": {"p": base}, "k2": {"p": spec}})
     assert not result.passed
     assert "FAIL distribution k2 p sample 0: sampling parameter 'temperature' differs: baseline 1.0, speculative 0.7" in result.details
+
+
+def test_the_default_compares_four_tokens_so_drift_after_the_prefill_token_is_seen() -> None:
+    assert EquivalenceGate().first_tokens == 4
+    # The first token comes from prefill (identical on both paths); speculation drifts the second.
+    base = [rec("baseline", [1, t, 0, 0], seed=i, temperature=1.0) for i, t in enumerate(draw(zipf(), 1500, 21))]
+    spec = [rec("k2", [1, t, 0, 0], seed=i, temperature=1.0) for i, t in enumerate(draw(zipf(0.4), 1500, 22))]
+    sampled = {"baseline": {"p": base}, "k2": {"p": spec}}
+    assert not evaluate_equivalence(EquivalenceGate(mode="distribution", samples=1500), "baseline",
+                                    sampled=sampled).passed
+    blind = EquivalenceGate(mode="distribution", samples=1500, first_tokens=1)
+    assert evaluate_equivalence(blind, "baseline", sampled=sampled).passed, "one token cannot see it"

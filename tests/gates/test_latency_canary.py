@@ -70,6 +70,23 @@ def test_stress_ratios_errors_and_acceptance_floor() -> None:
     assert any("k4 tool_call: acceptance length 1.80, rejection rate 80.0%: below the floor 2.00 under load" in d for d in fails)
 
 
+def test_a_speculative_variant_without_acceptance_data_fails_its_floor_saying_so() -> None:
+    settings = StressGate(concurrency=8)
+    floors = AcceptanceFloors(class_min_acceptance_length={"tool_call": 1.5})
+    summaries = {
+        "baseline": StressSummary(p99_e2e_us=1_000_000, throughput=5000.0, requests=100),
+        "k2": StressSummary(p99_e2e_us=900_000, throughput=5200.0, requests=100,
+                            acceptance={"tool_call": AcceptanceStats(), "factual_qa": AcceptanceStats()}),
+    }
+    result = evaluate_stress(settings, floors, "baseline", summaries)
+    assert not result.passed
+    fails = [d for d in result.details if d.startswith("FAIL k2")]
+    assert fails == ["FAIL k2 tool_call: no acceptance data (no verify steps reported for a speculative variant): "
+                     "cannot meet the floor 1.50 under load"]
+    assert any("k2 factual_qa: no acceptance data" in d and not d.startswith("FAIL") for d in result.details), \
+        "without a floor it is said, not failed"
+
+
 def test_stress_summary_from_snapshot_stats() -> None:
     stats = VariantStats("k2", {
         "all": ClassStats(requests=40, output_tokens=8000, window_s=4.0, latency={"e2e_corrected": pct(5, 900)},
