@@ -79,8 +79,10 @@ class Counts:
             self.drafted += spec.drafted
             self.accepted += spec.accepted
             add_histogram(self.accept_histogram, spec.histogram)
-            positions, exact = steps_drafting_position(
-                spec.steps, spec.drafted, spec.num_spec_tokens, spec.histogram, spec.drafted_per_position)
+            if spec.drafted_per_position:  # the server's per-step counts, summed by the client
+                positions, exact = list(spec.drafted_per_position), True
+            else:
+                positions, exact = steps_drafting_position(spec.steps, spec.drafted, spec.num_spec_tokens, spec.histogram)
             add_histogram(self.position_drafts, positions)
             self.positions_estimated += 0 if exact else 1
             if spec.source == CountSource.EXACT.value:

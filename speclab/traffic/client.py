@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import jsonschema
 
+from speclab.model.acceptance import steps_drafting_position
 from speclab.model.gateway import BACKEND_HEADER
 from speclab.model.names import CountSource, ErrorKind
 from speclab.model.records import RequestRecord, SpecCounts
@@ -107,7 +108,7 @@ def exact_spec(sd: dict[str, Any]) -> SpecCounts:
         histogram=hist,
         num_spec_tokens=k,
         source=CountSource.EXACT.value,
-        drafted_per_position=[sum(1 for d in per_step if d > i) for i in range(max([k, *per_step]))] if per_step else [],
+        drafted_per_position=steps_drafting_position(0, 0, k, hist, per_step)[0] if per_step else [],
     )
 
 

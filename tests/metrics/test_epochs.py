@@ -222,3 +222,25 @@ def test_steps_that_did_not_draft_a_position_do_not_count_against_it() -> None:
     assert steps_drafting_position(5, 15, 3, [1, 1, 1, 2]) == ([5, 5, 5], True)
     acc = AcceptanceStats(requests=1, steps=6, drafted=14, accepted=11, histogram=(2, 2, 1, 1), position_drafts=(6, 4, 4))
     assert acc.per_position == pytest.approx([4 / 6, 2 / 4, 1 / 4])
+
+
+def test_detailed_per_step_counts_give_exact_positions_through_the_client_and_the_cells() -> None:
+    from speclab.metrics.cells import Counts
+    from speclab.traffic.client import exact_spec
+
+    sd = {"acceptance_histogram": [2, 2, 1, 1], "num_spec_steps": 6, "num_draft_tokens": 14,
+          "num_accepted_draft_tokens": 7, "num_spec_tokens": 3, "per_step_drafted": [3, 3, 3, 3, 1, 1]}
+    spec = exact_spec(sd)
+    assert spec.drafted_per_position == [6, 4, 4]
+    r = record(1, 0.5, 0.1, k=0)
+    r.spec = spec
+    counts = Counts()
+    counts.add_record(r)
+    acc = counts.acceptance()
+    assert acc.position_drafts == (6, 4, 4) and acc.position_source == "exact"
+    assert acc.per_position == pytest.approx([4 / 6, 2 / 4, 1 / 4])
+    summary = exact_spec({k: v for k, v in sd.items() if k != "per_step_drafted"})
+    r.spec = summary
+    counts = Counts()
+    counts.add_record(r)
+    assert counts.acceptance().position_drafts == (6, 6, 2) and counts.acceptance().position_source == "estimated"
