@@ -61,5 +61,6 @@ class LiveControls(Protocol):
     async def set_concurrency(self, concurrency: int) -> None: ...
     async def relaunch(self, variant: str, changes: dict[str, Any]) -> None:
         """Relaunch one variant with changed settings (num_speculative_tokens, max_num_seqs,
-        max_num_batched_tokens, enable_chunked_prefill) while the others keep serving."""
+        max_num_batched_tokens, enable_chunked_prefill) while the others keep serving: a new
+        config epoch once the new server answers; the restart in between is a transition."""
         ...

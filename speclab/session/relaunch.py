@@ -187,4 +187,6 @@ async def run_changes(session: LiveSession, changes: tuple[ScheduledChange, ...]
             await relaunch_variant(session, change.variant, dict(change.settings))
         except SpeclabError as error:
             session.change_failures.append(f"--change {change.spec}: {error}")
+        except Exception as error:  # recorded and reported; the run and its measurements go on
+            session.change_failures.append(f"--change {change.spec}: {type(error).__name__}: {error}")
         session.changes_applied.append(change)

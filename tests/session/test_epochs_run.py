@@ -102,3 +102,21 @@ def test_a_bad_change_is_refused_before_anything_starts(workdir: Path, spec: str
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], out.stderr
     assert not any(line.startswith("t=") for line in out.stdout.splitlines())
+
+
+@pytest.mark.timeout(240)
+def test_a_relaunch_that_never_answers_keeps_its_transition_open_and_exits_3_after_the_report(workdir: Path) -> None:
+    report_dir = workdir / "report"
+    # Valid for the lab file, refused by the engine at start-up (as vLLM refuses it).
+    change = "2:k4:enable_chunked_prefill=false,max_num_batched_tokens=1024"
+    out = run_cli(["run", "smoke", "--variants", "baseline,k4", "--duration", "8", "--change", change,
+                   "--report", str(report_dir)], cwd=workdir, timeout=200)
+    assert out.returncode == ExitCode.SERVER_NOT_READY, out.stdout + out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("exit 3") and f"--change {change}" in last and "max_num_batched_tokens (1024)" in last
+    report = read_report(report_dir)
+    (moved,) = report["transitions"]
+    assert moved["end_s"] is None and moved["errors"] > 0
+    (only,) = report["variants"]["k4"]["epochs"]
+    assert only["end_s"] == moved["start_s"] and only["classes"]["all"]["errors"] == {}
+    assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] > 0, "the rest was measured"
