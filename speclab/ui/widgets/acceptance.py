@@ -97,8 +97,11 @@ def render_distribution(name: str, acc: AcceptanceStats, width: int) -> Text:
     out.append(f"source {acc.source}", style="yellow" if acc.source == "estimated" else "")
     out.append(
         f" · acceptance length {fmt.num(acc.acceptance_length)} · rejection {fmt.pct(acc.rejection_rate)} · "
-        f"{acc.steps} verify steps\n"
+        f"{acc.steps} verify steps"
     )
+    if acc.position_source == "estimated" and acc.source != "estimated":
+        out.append(" · per position over estimated drafts (some steps drafted fewer than k)", style="yellow")
+    out.append("\n")
     bar_w = max(4, width - 36)
     total = sum(acc.histogram) or 1
     half = max(4, bar_w // 2)
