@@ -203,7 +203,7 @@ class ServerManager:
         except ServerNotReadyError:
             server.status = "exited"
             raise
-        self.lab = lab
+        self.lab = self.lab.with_changes(variant, dict(changes))  # not ``lab``: another variant may have relaunched meanwhile
         diff = {k: {"from": before.get(k), "to": server.settings.get(k)}
                 for k in server.settings if before.get(k) != server.settings.get(k)}
         text = ", ".join(f"{k} {v['from']}->{v['to']}" for k, v in diff.items()) or "no setting changed"

@@ -178,8 +178,16 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
 
 
 async def run_changes(session: LiveSession, changes: tuple[ScheduledChange, ...], traffic_start: float) -> None:
-    """Apply each scheduled change at its time, in order; a failed one is an event and a failure, not the end."""
+    """Apply each scheduled change at its time: one variant's changes in order, different variants
+    at once. A failed one is an event and a recorded failure, not the end of the run."""
+    by_variant: dict[str, list[ScheduledChange]] = {}
     for change in sorted(changes, key=lambda c: c.at_s):
+        by_variant.setdefault(change.variant, []).append(change)
+    await asyncio.gather(*(_run_in_order(session, items, traffic_start) for items in by_variant.values()))
+
+
+async def _run_in_order(session: LiveSession, changes: list[ScheduledChange], traffic_start: float) -> None:
+    for change in changes:
         delay = traffic_start + change.at_s - session.now()
         if delay > 0:
             await asyncio.sleep(delay)
