@@ -19,3 +19,9 @@ def test_mypy_is_clean(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_import_layers_are_kept() -> None:
+    lint = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -105,7 +105,7 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
     for warning in rec.warnings:
         click.echo(f"warning: {warning}", err=True)
     if opts.get("refire"):
-        from speclab.session.refire import refire
+        from speclab.headless.refire import refire
 
         return int(asyncio.run(refire(rec, opts)))
     if opts.get("report_dir"):

@@ -21,7 +21,7 @@ from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.cells import finish_time
 from speclab.model.names import SNAPSHOT_HZ
 from speclab.model.snapshot import ClientHealth, Snapshot
-from speclab.session.api import ServerView, SessionInfo
+from speclab.model.views import ServerView, SessionInfo
 
 from . import layout
 from .reader import Recording

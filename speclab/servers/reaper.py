@@ -41,7 +41,7 @@ def _prctl(option: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return libc.prctl(option, value, 0, 0, 0) == 0
+    return bool(libc.prctl(option, value, 0, 0, 0) == 0)
 
 
 def _reap_zombies(child: subprocess.Popen[bytes] | None) -> None:

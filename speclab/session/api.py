@@ -7,37 +7,12 @@ Both live runs and replays implement ``SnapshotSource``; only live runs implemen
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from speclab.model.snapshot import Snapshot
+from speclab.model.views import ServerView, SessionInfo
 
-
-@dataclass(frozen=True, slots=True)
-class ServerView:
-    """Static and slow-changing facts of one variant's server, for the server panel."""
-
-    variant: str
-    status: str  # "starting" | "ready" | "relaunching" | "exited" | "attached" | "stopped"
-    command: str  # shell-quoted, secrets redacted
-    base_url: str
-    engine: str  # "vllm" | "sim" | "attached"
-    settings: dict[str, Any] = field(default_factory=dict)  # k, max_num_seqs, ... as launched
-    memory: dict[str, float] = field(default_factory=dict)  # weights_gib, kv_cache_tokens, max_concurrency...
-    log_tail: tuple[str, ...] = ()
-    baseline: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    lab: str
-    scenario: str
-    variants: tuple[str, ...]
-    classes: tuple[str, ...]
-    simulated: bool
-    pair: dict[str, str] = field(default_factory=dict)  # target/draft names and revisions
-    arrival: dict[str, Any] = field(default_factory=dict)  # process, rate or concurrency
-    replay: bool = False
+__all__ = ["LiveControls", "ServerView", "SessionInfo", "SnapshotSource"]
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ class LiveSession:
     """``await start()``, then consume ``snapshots()``; ``await wait()`` for the end; ``await stop()``."""
 
     def __init__(
-        self, options: RunOptions, *, plan: Plan | None = None, lab: Lab | None = None, clock: Any = time.monotonic
+        self, options: RunOptions, *, plan: Plan | None = None, lab: Lab | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         """``plan`` and ``lab`` replace the scenario's (``replay --refire`` fires a recorded plan)."""
         self.options = options

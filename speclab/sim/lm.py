@@ -163,7 +163,7 @@ class SimLM:
 
 
 def _render(chat: dict[str, Any], tokenizer: SimTokenizer) -> str:
-    messages = chat["messages"]
+    messages: list[dict[str, str]] = chat["messages"]
     if tokenizer.bos_token == "<s>":
         return tokenizer.apply_chat_template(messages)
     return tokenizer.apply_chat_template(messages[:-1]) + messages[-1]["content"] + tokenizer.eos_token

@@ -229,7 +229,8 @@ def epoch_block(report: Mapping[str, Any], variant: str, epoch: int) -> Mapping[
     variants = report.get("variants") or {}
     if variant not in variants:
         raise InputError(f"report: no variant {variant!r} (it has {', '.join(variants) or 'none'})")
-    for block in variants[variant].get("epochs") or ():
+    blocks: list[Mapping[str, Any]] = variants[variant].get("epochs") or []
+    for block in blocks:
         if block.get("epoch") == epoch:
             return block
     raise InputError(f"report: variant {variant!r} has no epoch {epoch}")

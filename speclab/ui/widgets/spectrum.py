@@ -56,7 +56,7 @@ def value_at(values: tuple[int, ...], x: float) -> float:
 def nice_ceiling(value: float) -> float:
     if value <= 0:
         return 1.0
-    exp = 10 ** math.floor(math.log10(value))
+    exp = 10.0 ** math.floor(math.log10(value))
     for m in (1, 2, 2.5, 5, 10):
         if value <= m * exp:
             return m * exp

@@ -15,9 +15,8 @@ from speclab.model.lab import load_lab
 from speclab.recording.compare import compare_recordings, render_markdown, write_comparison
 from speclab.recording.reader import Recording
 from speclab.recording.refire import refire_traffic_plan
-
-from .live import LiveSession
-from .options import RunOptions
+from speclab.session.live import LiveSession
+from speclab.session.options import RunOptions
 
 
 async def refire(recording: Recording, opts: dict[str, Any], out: TextIO = sys.stdout) -> ExitCode:
