@@ -1,286 +1,228 @@
-"""How fast can speclab's load generator go before its own numbers stop being true?
+"""How accurate and how costly is speclab's load generator, next to the best plain Python client?
 
-A minimal streaming server runs in its own process on loopback (64-token streams, 50 ms to the
-first token, then 10 ms per token) and records, per request id, the moment it wrote the first
-token chunk. At each open-loop rate, speclab's TrafficRunner and a plain asyncio + aiohttp client
-(also in its own process) fire the same constant-rate schedule; each client's measured first-token
-time is matched per request with the server's record. The TTFT error (client receipt − server
-send) is what the client adds to every latency it reports. A rate is *sustained* when every request
-completed, TTFT error p99 ≤ 5 ms and schedule lag p99 ≤ 5 ms.
+Measured as an outside observer would. A ground-truth streaming server (``loadgen_server.py``, its
+own process, vLLM-shaped SSE: 64 tokens, 50 ms to the first, then 10 ms each) records per
+``X-Request-Id`` the kernel's receive time of the request and the moment it wrote the first token
+chunk. At each rate the same Poisson plan (fixed seed, 32-word prompts) is fired, one client at a
+time, each against a fresh server, by:
 
-    .venv/bin/python bench/bench_loadgen.py [--rates 50,100,200,300,400] [--duration 8]
+- ``speclab1`` / ``speclab2``: ``speclab run SCENARIO --attach URL --workers N --record DIR``, as a
+  user runs it (parent and workers in the measured tree; figures from its recording);
+- ``uvloop``: a minimal aiohttp streaming client on uvloop sleeping until each absolute send time;
+- ``asyncio``: the same client on the stock event loop, for reference.
+
+TTFT error = client TTFT (first token read − sent) − the server's TTFT (first chunk written −
+request received), matched by request id: what the client adds, from its send to its read of the
+first chunk. Schedule lag = sent − intended. CPU = the client's whole process tree over the
+traffic (first request received to last ``[DONE]`` written, per request the server finished),
+sampled from ``/proc``; "life" is the kernel's total for the tree at exit (start-up included).
+Peak RSS is the tree's sum. Ratios are speclab over the uvloop client at the same rate.
+
+    .venv/bin/python bench/bench_loadgen.py [--rates 100,200,300,400,500] [--duration 20]
+        [--clients speclab1,speclab2,uvloop,asyncio] [--json OUT] [--keep DIR]
+
+Quote figures only from a run under ``flock -x`` on the CPU lock with the host otherwise quiet
+(the "others" column: CPU seconds the rest of the host used during the run).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import multiprocessing
+import math
 import os
-import socket
+import shutil
 import sys
+import tempfile
 import time
-import urllib.request
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-TOKENS = 64
-TTFT_S = 0.050
-ITL_S = 0.010
-LIMIT_MS = 5.0
+from loadgen_plan import Workload
+from loadgen_runs import RunResult, ServerConfig, run_client
+from loadgen_truth import interval_truth, match, percentile, score_flag
 
+CLIENTS = ("speclab1", "speclab2", "uvloop", "asyncio")
+FLAG_THRESHOLD_MS = 5.0  # the accuracy a health flag should vouch for (speclab's schedule-lag limit)
+LAG_TAIL_S = 0.1  # the window's end after the last [DONE] written: the client reads it and records it
 
-# ---- the server (own process, uvloop, raw HTTP/1.1 with chunked SSE) -------------------------
-
-def _frame(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _chunks() -> list[bytes]:
-    out = []
-    for i in range(TOKENS):
-        obj = {"choices": [{"index": 0, "text": "tok ", "token_ids": [1000 + i],
-                            "finish_reason": "length" if i == TOKENS - 1 else None}],
-               "usage": {"prompt_tokens": 8, "completion_tokens": i + 1}}
-        out.append(_frame(b"data: " + json.dumps(obj).encode() + b"\n\n"))
-    return out
-
-
-def serve(port: int, ready: Any) -> None:
-    import uvloop
-
-    chunks = _chunks()
-    tail = _frame(b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":64}}\n\n') + \
-        _frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-    first_sent: dict[str, float] = {}
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                raw = await reader.readuntil(b"\r\n\r\n")
-                lines = raw.split(b"\r\n")
-                path = lines[0].split(b" ")[1]
-                headers = {}
-                for line in lines[1:]:
-                    key, _, value = line.partition(b":")
-                    headers[key.strip().lower()] = value.strip()
-                length = int(headers.get(b"content-length", b"0"))
-                if length:
-                    await reader.readexactly(length)
-                if path == b"/records":
-                    body = json.dumps(first_sent).encode()
-                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                                 % (len(body), body))
-                    continue
-                rid = headers.get(b"x-request-id", b"").decode()
-                writer.write(head)
-                await asyncio.sleep(TTFT_S)
-                first_sent[rid] = time.monotonic()
-                writer.write(chunks[0])
-                for chunk in chunks[1:]:
-                    await asyncio.sleep(ITL_S)
-                    writer.write(chunk)
-                writer.write(tail)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096)
-        ready.set()
-        async with server:
-            await server.serve_forever()
-
-    uvloop.run(main())
-
-
-def server_records(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/records", timeout=30) as resp:
-        data: dict[str, float] = json.loads(resp.read())
-    return data
-
-
-# ---- the plain client (own process, stock asyncio loop, the usual aiohttp streaming loop) ----
-
-def plain_client(url: str, rate: float, duration: float, prefix: str, conn: Connection) -> None:
-    import aiohttp
-
-    async def main() -> dict[str, Any]:
-        results: list[tuple[str, float, float, float | None, bool]] = []
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-            async def one(i: int, intended: float) -> None:
-                rid = f"{prefix}-{i}"
-                body = {"model": "bench", "prompt": "hello", "max_tokens": TOKENS, "stream": True,
-                        "stream_options": {"include_usage": True}, "return_token_ids": True}
-                sent = time.monotonic()
-                first = None
-                done = False
-                async with session.post(url, json=body, headers={"X-Request-Id": rid}) as resp:
-                    async for line in resp.content:
-                        if not line.startswith(b"data: "):
-                            continue
-                        payload = line[6:].strip()
-                        if payload == b"[DONE]":
-                            done = True  # read on to the end so the connection is reused
-                            continue
-                        obj = json.loads(payload)
-                        if first is None and obj["choices"] and obj["choices"][0].get("token_ids"):
-                            first = time.monotonic()
-                results.append((rid, intended, sent, first, done))
-
-            cpu0 = time.process_time()
-            start = time.monotonic() + 0.2
-            tasks = []
-            n = int(rate * duration)
-            for i in range(n):
-                intended = start + i / rate
-                delay = intended - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                tasks.append(asyncio.ensure_future(one(i, intended)))
-            await asyncio.gather(*tasks, return_exceptions=True)
-            return {"results": results, "cpu_s": time.process_time() - cpu0, "planned": n}
-
-    conn.send(asyncio.run(main()))
-    conn.close()
-
-
-# ---- speclab's load generator ----------------------------------------------------------------
-
-async def speclab_client(url: str, rate: float, duration: float, prefix: str, workers: int) -> dict[str, Any]:
-    from speclab.model.scenario import Scenario
-    from speclab.traffic import Target, TrafficRunner, build_plan
-
-    scenario = Scenario.model_validate({
-        "name": prefix, "seed": 0, "duration_s": duration, "endpoint": "completions",
-        "arrival": {"process": "constant", "rate": rate},
-        "classes": {"bench": {"temperature": 0, "max_tokens": TOKENS, "prompts": ["hello"]}},
-    })
-    plan = build_plan(scenario)
-    run_start = time.monotonic()
-    records: list[Any] = []
-    runner = TrafficRunner(plan, {"v": Target("v", url, "bench")}, workers=workers, run_start=run_start,
-                           on_records=records.extend, on_health=lambda h: None)
-    await runner.start()
-    summary = await runner.finished
-    results = [
-        (r.request_id, r.intended + run_start, (r.sent or 0) + run_start,
-         None if r.first_token is None else r.first_token + run_start, r.ok)
-        for r in records
-    ]
-    return {"results": results, "cpu_s": summary.cpu_s, "planned": len(plan.offsets())}
-
-
-# ---- measuring -------------------------------------------------------------------------------
 
 @dataclass
 class Row:
     client: str
     rate: float
     planned: int
-    completed: int
-    lag_p99_ms: float
+    reached: int  # requests the server saw
+    recorded: int  # requests the client recorded
+    ok: int  # recorded as completed
     err_p50_ms: float
     err_p99_ms: float
+    err_max_ms: float
+    lag_p99_ms: float
     cpu_per_1000: float
-    load: float  # the host's 1-minute load average before the run (the host is shared)
-
-    @property
-    def sustained(self) -> bool:
-        return self.completed == self.planned and self.err_p99_ms <= LIMIT_MS and self.lag_p99_ms <= LIMIT_MS
-
-
-def pct(values: list[float], q: float) -> float:
-    from speclab.traffic.health import percentile
-
-    return percentile(values, q) if values else float("nan")
-
-
-def evaluate(client: str, rate: float, out: dict[str, Any], served: dict[str, float], load: float) -> Row:
-    lags, errors, completed = [], [], 0
-    for rid, intended, sent, first, ok in out["results"]:
-        lags.append((sent - intended) * 1000)
-        if ok and first is not None and rid in served:
-            completed += 1
-            errors.append((first - served[rid]) * 1000)
-    return Row(client, rate, out["planned"], completed, pct(lags, 99), pct(errors, 50), pct(errors, 99),
-               out["cpu_s"] / max(completed, 1) * 1000, load)
+    cpu_life_s: float
+    peak_rss_mb: float
+    server_read_lag_p99_us: float
+    server_cpu_pct: float
+    others_cpu_s: float  # CPU the rest of the host used during the run
+    exit_code: int
+    flag_bad: int = 0
+    flag_caught: int = 0
+    flag_good: int = 0
+    flag_false: int = 0
+    schedule_gap_us: float = 0.0
 
 
-def run_plain(url: str, rate: float, duration: float, prefix: str) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=plain_client, args=(url, rate, duration, prefix, child))
-    proc.start()
-    child.close()
-    out: dict[str, Any] = parent.recv()
-    proc.join()
-    return out
+def evaluate(run: RunResult) -> Row:
+    server = run.server.records
+    pairs = match(run.records, server)
+    errors = [p.error * 1000.0 for p in pairs]
+    lags = [(r.sent - r.intended) * 1000.0 for r in run.records if r.sent is not None]
+    finished = [s for s in server.values() if s.done_write is not None]
+    samples = run.measured.samples
+    if finished:
+        start = min(s.rx_kernel for s in server.values())
+        end = max(s.done_write for s in finished if s.done_write is not None) + LAG_TAIL_S
+        cpu = samples.cpu_between(start, end)
+        traffic_s = end - start
+    else:
+        cpu, traffic_s = math.nan, math.nan
+    read_lags = [s.read_lag * 1e6 for s in server.values()]
+    others = run.host_busy_s - run.measured.cpu_total_s - run.server.cpu_s
+    row = Row(
+        client=run.client, rate=run.work.rate, planned=run.planned, reached=len(server), recorded=len(run.records),
+        ok=sum(r.ok for r in run.records), err_p50_ms=percentile(errors, 50), err_p99_ms=percentile(errors, 99),
+        err_max_ms=max(errors, default=math.nan), lag_p99_ms=percentile(lags, 99),
+        cpu_per_1000=cpu / len(finished) * 1000.0 if finished else math.nan, cpu_life_s=run.measured.cpu_total_s,
+        peak_rss_mb=samples.peak_rss / 2**20, server_read_lag_p99_us=percentile(read_lags, 99),
+        server_cpu_pct=100.0 * run.server.traffic_cpu_s / (traffic_s - LAG_TAIL_S) if finished else math.nan,
+        others_cpu_s=others, exit_code=run.measured.returncode, schedule_gap_us=run.schedule_gap_s * 1e6,
+    )
+    if run.client.startswith("speclab"):
+        score = score_flag(interval_truth(pairs), run.flagged, FLAG_THRESHOLD_MS, min_requests=10)
+        row.flag_bad, row.flag_caught = score.bad, score.caught
+        row.flag_good, row.flag_false = score.good, score.false_alarms
+    return row
+
+
+def _f(value: float, digits: int = 1) -> str:
+    return "–" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def print_table(rows: list[Row], work: Workload, server: ServerConfig, loads: list[float]) -> None:
+    print(f"\nloopback, {server.tokens}-token streams, {server.ttft_ms:g} ms TTFT, {server.itl_ms:g} ms/token, "
+          f"{work.prompt_words}-word prompts, Poisson seed {work.seed}, {work.duration_s:g} s per run; "
+          f"{os.cpu_count()} CPUs; 1-min load before the runs: {', '.join(f'{x:.2f}' for x in loads)}")
+    header = (f"{'client':<10}{'rate':>6}{'sent/planned':>14}{'ok':>7}{'err p50':>9}{'err p99':>9}{'err max':>9}"
+              f"{'lag p99':>9}{'CPU s/1k':>10}{'life s':>8}{'RSS MB':>8}{'srv rd us':>10}{'srv CPU%':>9}"
+              f"{'others':>8}{'exit':>6}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r.client:<10}{r.rate:>6g}{f'{r.reached}/{r.planned}':>14}{r.ok:>7}{_f(r.err_p50_ms, 2):>9}"
+              f"{_f(r.err_p99_ms):>9}{_f(r.err_max_ms):>9}{_f(r.lag_p99_ms):>9}{_f(r.cpu_per_1000, 2):>10}"
+              f"{r.cpu_life_s:>8.1f}{r.peak_rss_mb:>8.0f}{_f(r.server_read_lag_p99_us, 0):>10}"
+              f"{_f(r.server_cpu_pct, 0):>9}{r.others_cpu_s:>8.1f}{r.exit_code:>6}")
+    print("(ms unless noted; 'sent' = requests the server received; srv rd us = server read lag p99, "
+          "kernel receive to its loop's read; others = CPU-s the rest of the host used during the run)")
+
+
+def print_ratios(rows: list[Row]) -> None:
+    by = {(r.client, r.rate): r for r in rows}
+    lines = []
+    for r in rows:
+        base = by.get(("uvloop", r.rate))
+        if base is None or r.client == "uvloop":
+            continue
+        lines.append(f"{r.client:<10}{r.rate:>6g}{_ratio(r.err_p99_ms, base.err_p99_ms):>10}"
+                     f"{_ratio(r.lag_p99_ms, base.lag_p99_ms):>10}{_ratio(r.cpu_per_1000, base.cpu_per_1000):>10}"
+                     f"{_ratio(r.peak_rss_mb, base.peak_rss_mb):>10}")
+    if lines:
+        print(f"\nratios to the uvloop client at the same rate\n{'client':<10}{'rate':>6}{'err p99':>10}"
+              f"{'lag p99':>10}{'CPU/1k':>10}{'RSS':>10}")
+        print("\n".join(lines))
+
+
+def _ratio(a: float, b: float) -> str:
+    return "–" if math.isnan(a) or math.isnan(b) or b <= 0 else f"{a / b:.2f}x"
+
+
+def print_health(rows: list[Row]) -> None:
+    mine = [r for r in rows if r.client.startswith("speclab")]
+    if not mine:
+        return
+    print(f"\nspeclab's saturation flag against the truth (intervals of >= 10 requests; bad = true TTFT error "
+          f"p99 > {FLAG_THRESHOLD_MS:g} ms)")
+    for r in mine:
+        print(f"{r.client:<10}{r.rate:>6g}  bad intervals flagged {r.flag_caught}/{r.flag_bad}, "
+              f"accurate ones flagged {r.flag_false}/{r.flag_good}; recorded intended vs plan: "
+              f"{_f(r.schedule_gap_us, 1)} us")
+
+
+def print_sustained(rows: list[Row]) -> None:
+    for client in dict.fromkeys(r.client for r in rows):
+        best = None
+        for r in sorted((r for r in rows if r.client == client), key=lambda r: r.rate):
+            if not (r.ok == r.planned and r.err_p99_ms <= 5.0 and r.lag_p99_ms <= 5.0):
+                break
+            best = r.rate
+        print(f"highest rate with every request done, error p99 and lag p99 <= 5 ms, {client}: "
+              f"{'none of the rates tried' if best is None else f'{best:g} req/s'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rates", default="50,100,200,300,400")
-    parser.add_argument("--duration", type=float, default=8.0)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rates", default="100,200,300,400,500")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of traffic per run")
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    parser.add_argument("--ttft-ms", type=float, default=50.0)
+    parser.add_argument("--itl-ms", type=float, default=10.0)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--prompt-words", type=int, default=32)
+    parser.add_argument("--json", type=Path, default=None, help="also write every row as JSON")
+    parser.add_argument("--keep", type=Path, default=None, help="keep recordings, server records and logs here")
     args = parser.parse_args()
-    rates = [float(r) for r in args.rates.split(",")]
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    server = ctx.Process(target=serve, args=(port, ready), daemon=True)
-    server.start()
-    ready.wait(30)
-    url = f"http://127.0.0.1:{port}"
+    try:
+        rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError:
+        parser.error(f"--rates: expected comma-separated numbers, got {args.rates!r}")
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = [c for c in clients if c not in ("uvloop", "asyncio") and not c.removeprefix("speclab").isdigit()]
+    if unknown or not rates or any(r <= 0 for r in rates) or args.duration <= 0:
+        parser.error(f"--clients: speclabN, uvloop or asyncio (got {', '.join(unknown) or 'none'}); "
+                     "--rates and --duration must be positive")
+    server = ServerConfig(args.ttft_ms, args.itl_ms, args.tokens)
+    workdir = args.keep or Path(tempfile.mkdtemp(prefix="bench-loadgen-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
+    loads: list[float] = []
     began = time.monotonic()
     try:
         for rate in rates:
-            tag = f"r{int(rate)}"
-            load = os.getloadavg()[0]
-            spec = asyncio.run(speclab_client(url, rate, args.duration, f"speclab-{tag}", args.workers))
-            rows.append(evaluate(f"speclab ({args.workers} worker)", rate, spec, server_records(port), load))
-            load = os.getloadavg()[0]
-            plain = run_plain(url + "/v1/completions", rate, args.duration, f"plain-{tag}")
-            rows.append(evaluate("plain asyncio+aiohttp", rate, plain, server_records(port), load))
-            print(f"  rate {rate:g}/s done", file=sys.stderr, flush=True)
+            work = Workload(rate, args.duration, args.seed, args.endpoint, args.tokens, args.prompt_words)
+            loads.append(os.getloadavg()[0])
+            for client in clients:
+                row = evaluate(run_client(client, work, server, workdir))
+                rows.append(row)
+                print(f"  {client} at {rate:g}/s: error p99 {_f(row.err_p99_ms)} ms, "
+                      f"{_f(row.cpu_per_1000, 2)} CPU-s/1k, {row.reached}/{row.planned} sent, exit {row.exit_code}",
+                      file=sys.stderr, flush=True)
     finally:
-        server.terminate()
-        server.join()
-
-    print(f"\nloopback, {TOKENS}-token streams, {TTFT_S * 1000:g} ms TTFT, {ITL_S * 1000:g} ms/token, "
-          f"{args.duration:g} s per rate; sustained = all completed, TTFT error p99 and schedule lag p99 "
-          f"<= {LIMIT_MS:g} ms")
-    header = f"{'client':<24}{'rate/s':>8}{'done':>11}{'lag p99 ms':>12}{'err p50 ms':>12}{'err p99 ms':>12}" \
-             f"{'CPU s/1000':>12}{'host load':>11}  sustained"
-    print(header)
-    print("-" * len(header))
-    for row in rows:
-        print(f"{row.client:<24}{row.rate:>8g}{f'{row.completed}/{row.planned}':>11}{row.lag_p99_ms:>12.2f}"
-              f"{row.err_p50_ms:>12.2f}{row.err_p99_ms:>12.2f}{row.cpu_per_1000:>12.2f}{row.load:>11.2f}  "
-              f"{'yes' if row.sustained else 'no'}")
-    for client in dict.fromkeys(r.client for r in rows):
-        mine = sorted((r for r in rows if r.client == client), key=lambda r: r.rate)
-        best = None
-        for row in mine:  # the highest rate up to which every rate tried was sustained
-            if not row.sustained:
-                break
-            best = row.rate
-        print(f"highest sustained rate, {client}: {best:g} req/s" if best is not None else
-              f"highest sustained rate, {client}: none of the rates tried")
+        if args.keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print_table(rows, Workload(rates[0], args.duration, args.seed, args.endpoint, args.tokens, args.prompt_words),
+                server, loads)
+    print_ratios(rows)
+    print_health(rows)
+    print_sustained(rows)
     print(f"(bench took {time.monotonic() - began:.0f} s)")
+    if args.json is not None:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
 
 
 if __name__ == "__main__":
