@@ -30,6 +30,14 @@ from loadgen_procs import _stat, tree
 from loadgen_runs import ServerConfig, TruthServer, speclab_argv
 
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]*)(?::\d+)?\)$")
+# Frames every sample of a thread sits under; their "including callees" share says nothing.
+_ROOT_FILES = ("multiprocessing/", "threading.py", "asyncio/runners.py", "uvloop/__init__.py")
+_ROOT_FUNCS = ("worker_main", "_run")  # speclab/traffic/worker.py's entry points
+
+
+def is_root(name: str) -> bool:
+    func = name.split(" (")[0]
+    return func in _ROOT_FUNCS or any(part in file_of(name) for part in _ROOT_FILES)
 
 
 def find_py_spy() -> str:
@@ -68,9 +76,15 @@ def frame_name(frame: str) -> str:
     return f"{m.group('func')} ({short})"
 
 
-def summarise(raw: Path, top: int) -> tuple[int, list[tuple[str, int]], list[tuple[str, int]]]:
+def file_of(name: str) -> str:
+    return name[name.rfind("(") + 1:-1] if name.endswith(")") else name
+
+
+def summarise(raw: Path) -> tuple[int, Counter[str], Counter[str], Counter[str]]:
+    """Busy samples, and per function its own samples and those including callees; per file its own."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
+    files: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count_s = line.rpartition(" ")
@@ -80,9 +94,11 @@ def summarise(raw: Path, top: int) -> tuple[int, list[tuple[str, int]], list[tup
         frames = [frame_name(f) for f in stack.split(";")]
         total += count
         own[frames[-1]] += count
+        files[file_of(frames[-1])] += count
         for name in set(frames):
-            inclusive[name] += count
-    return total, own.most_common(top), inclusive.most_common(top)
+            if not is_root(name):
+                inclusive[name] += count
+    return total, own, inclusive, files
 
 
 def main() -> None:
@@ -127,15 +143,19 @@ def main() -> None:
     cpu = end[0] - begin[0]
     served = [r for r in truth.records.values() if r.done_write is not None and begin_wall <= r.done_write < end_wall]
     chunks = sum(r.tokens for r in served) + 2 * len(served)  # token events + usage + [DONE]
-    total, own, inclusive = summarise(raw, args.top)
+    total, own, inclusive, files = summarise(raw)
     print(f"speclab {args.process} at {args.rate:g} req/s, profiled {end_wall - begin_wall:.1f} s of the middle: "
           f"{cpu:.2f} CPU-s for {len(served)} requests finished = {1000 * cpu / max(len(served), 1):.2f} ms per "
           f"request, {1e6 * cpu / max(chunks, 1):.1f} µs per SSE event ({chunks} events); {total} busy samples")
-    print(f"\nown time (share of busy samples), top {args.top}")
-    for name, n in own:
+    print("\nown time by file (share of busy samples; asyncio/runners.py is uvloop's C loop under it: "
+          "polling, socket reads and writes, timers)")
+    for name, n in files.most_common(args.top):
         print(f"  {100 * n / total:5.1f}%  {name}")
-    print(f"\nincluding callees, top {args.top}")
-    for name, n in inclusive:
+    print(f"\nown time by function, top {args.top}")
+    for name, n in own.most_common(args.top):
+        print(f"  {100 * n / total:5.1f}%  {name}")
+    print(f"\nincluding callees (below the loop and thread roots), top {args.top}")
+    for name, n in inclusive.most_common(args.top):
         print(f"  {100 * n / total:5.1f}%  {name}")
     if args.keep is None:
         shutil.rmtree(workdir, ignore_errors=True)
