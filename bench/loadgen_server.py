@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import resource
 import signal
 import socket
@@ -33,14 +34,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from loadgen_chunks import ShapeKey, request_id_bytes, shape, whole_body
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; Python does not export it
 _ANC_SIZE = socket.CMSG_SPACE(16)
 _RECV_SIZE = 65536
 _MAX_HEAD = 65536
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
-_WORDS = ("the", " sea", " and", " its", " ships", " sailed", " on", " through", " quiet", " nights")
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large",
+            500: "Internal Server Error"}
 
 
 @dataclass(frozen=True)
@@ -77,15 +79,6 @@ def _cpu() -> float:
     return time.process_time()
 
 
-def _chunk(data: bytes) -> bytes:
-    """One HTTP/1.1 chunk (SSE bodies go out chunked, as uvicorn sends vLLM's)."""
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _event(obj: dict[str, Any]) -> bytes:
-    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
-
-
 def _response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
     return b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s" % (
         status, _REASONS[status].encode(), content_type, len(body), body)
@@ -111,6 +104,7 @@ class Server:
         self.cpu_first: float | None = None  # own CPU seconds when the first generation request arrived
         self.cpu_last = 0.0  # ... and when the latest one finished
         self.conns: set[Connection] = set()
+        self.wheel = Wheel(loop)
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 
     def listen(self, host: str, port: int) -> int:
@@ -138,6 +132,7 @@ class Server:
     def close(self) -> None:
         self.loop.remove_reader(self.listener.fileno())
         self.listener.close()
+        self.wheel.close()
         for conn in list(self.conns):
             conn.close()
 
@@ -177,7 +172,7 @@ class Server:
 class Connection:
     """One keep-alive connection: reads requests, writes responses, streams at most one at a time."""
 
-    __slots__ = ("buf", "closed", "fd", "out", "rx", "server", "sock", "streaming", "timer")
+    __slots__ = ("buf", "closed", "fd", "out", "rx", "server", "sock", "streaming")
 
     def __init__(self, server: Server, sock: socket.socket) -> None:
         self.server = server
@@ -188,7 +183,6 @@ class Connection:
         self.rx: tuple[float, float] | None = None  # (kernel, read) of the pending request's first bytes
         self.streaming = False
         self.closed = False
-        self.timer: asyncio.TimerHandle | None = None  # the pending chunk of the stream in progress
         server.loop.add_reader(self.fd, self._readable)
 
     # -- input -----------------------------------------------------------------------------------
@@ -233,7 +227,13 @@ class Connection:
             self.rx = None if not self.buf else rx  # pipelined bytes already arrived with this read
             parts = lines[0].split(" ")
             method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
-            self._handle(method, path.split("?")[0], headers, body, rx)
+            try:
+                self._handle(method, path.split("?")[0], headers, body, rx)
+            except Exception as error:  # a bug here must show, not hang the client
+                print(f"error on {method} {path}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+                self.send(_error(500, f"{type(error).__name__}: {error}"))
+                self.close()
+                return
             if headers.get("connection", "").lower() == "close" and not self.streaming:
                 self.close()
 
@@ -281,27 +281,25 @@ class Connection:
         else:
             prompt = str(req.get("prompt") or "")
         options = req.get("stream_options") or {}
-        stream = Stream(
-            conn=self, record=Record(rid, path, rx[0], rx[1]), chat=chat, tokens=tokens,
-            prompt_ids=[1000 + i for i in range(max(1, len(prompt.split())))],
-            include_usage=bool(options.get("include_usage")), continuous=bool(options.get("continuous_usage_stats")),
-            token_ids=bool(req.get("return_token_ids")), model=str(req.get("model") or server.settings.model),
-        )
+        key = ShapeKey(chat=chat, token_ids=bool(req.get("return_token_ids")),
+                       continuous=bool(options.get("continuous_usage_stats")),
+                       include_usage=bool(options.get("include_usage")), prompt_tokens=max(1, len(prompt.split())),
+                       tokens=tokens, model=str(req.get("model") or server.settings.model))
+        stream = Stream(self, Record(rid, path, rx[0], rx[1]), key, streamed=bool(req.get("stream")))
         server.records[rid] = stream.record
         if server.cpu_first is None:
             server.cpu_first = _cpu()
         server.running += 1
-        server.prompt_tokens += len(stream.prompt_ids)
+        server.prompt_tokens += key.prompt_tokens
         self.streaming = True
-        loop = server.loop
-        if req.get("stream"):
+        due = server.loop.time() + server.settings.ttft_s
+        if stream.streamed:
             self.send(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                       b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\nx-request-id: "
-                      + rid.encode() + b"\r\n\r\n")
-            self.timer = loop.call_at(loop.time() + server.settings.ttft_s, stream.step, 0, 0.0)
+                      + stream.rid + b"\r\n\r\n")
         else:
-            total = server.settings.ttft_s + server.settings.itl_s * max(tokens - 1, 0)
-            self.timer = loop.call_at(loop.time() + total, stream.whole)
+            due += server.settings.itl_s * max(tokens - 1, 0)
+        server.wheel.put(due, stream)
 
     def finished(self, stream: Stream) -> None:
         server = self.server
@@ -309,7 +307,6 @@ class Connection:
         server.finished += 1
         server.generation_tokens += stream.record.tokens
         server.cpu_last = _cpu()
-        self.timer = None
         self.streaming = False
         if self.buf:
             self._parse()
@@ -349,8 +346,6 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        if self.timer is not None:
-            self.timer.cancel()
         if self.streaming:
             self.server.running -= 1
         loop = self.server.loop
@@ -362,89 +357,81 @@ class Connection:
 
 
 class Stream:
-    """One response's chunks, written by timer callbacks (no task per request)."""
+    """One response; the server's wheel calls ``step`` when its next chunk is due (no task per request)."""
 
-    __slots__ = ("base", "chat", "conn", "continuous", "include_usage", "prompt_ids", "record", "token_ids",
-                 "tokens")
+    __slots__ = ("conn", "key", "next", "origin", "record", "rid", "shape", "streamed")
 
-    def __init__(self, *, conn: Connection, record: Record, chat: bool, tokens: int, prompt_ids: list[int],
-                 include_usage: bool, continuous: bool, token_ids: bool, model: str) -> None:
-        self.conn, self.record, self.chat, self.tokens, self.prompt_ids = conn, record, chat, tokens, prompt_ids
-        self.include_usage, self.continuous, self.token_ids = include_usage, continuous, token_ids
-        prefix = "chatcmpl" if chat else "cmpl"
-        self.base = {"id": f"{prefix}-{record.request_id}",
-                     "object": "chat.completion.chunk" if chat else "text_completion",
-                     "created": int(time.time()), "model": model}
+    def __init__(self, conn: Connection, record: Record, key: ShapeKey, streamed: bool) -> None:
+        self.conn, self.record, self.key, self.streamed = conn, record, key, streamed
+        self.rid = request_id_bytes(record.request_id)
+        self.shape = shape(key)
+        self.next = 0  # the token to write at the next step
+        self.origin = 0.0  # loop time of the first token
 
-    def _usage(self, n: int) -> dict[str, int]:
-        p = len(self.prompt_ids)
-        return {"prompt_tokens": p, "total_tokens": p + n, "completion_tokens": n}
-
-    def _token_event(self, i: int) -> bytes:
-        text = _WORDS[i % len(_WORDS)]
-        reason = "length" if i == self.tokens - 1 else None
-        choice: dict[str, Any]
-        if self.chat:
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason}
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
-        if self.token_ids:
-            choice["token_ids"] = [2000 + i]
-            if i == 0 and not self.chat:
-                choice["prompt_token_ids"] = self.prompt_ids
-        chunk: dict[str, Any] = {**self.base, "choices": [choice]}
-        if self.continuous:
-            chunk["usage"] = self._usage(i + 1)
-        return _event(chunk)
-
-    def step(self, i: int, origin: float) -> None:
-        """Write token ``i``; ``origin`` is the loop time of token 0, so later tokens do not drift."""
+    def step(self, now: float) -> None:
         conn, record = self.conn, self.record
         if conn.closed:
             record.aborted = True
             return
-        data = self._token_event(i)
+        if not self.streamed:
+            record.first_write = record.done_write = time.time()
+            record.tokens = self.key.tokens
+            conn.send(_response(200, whole_body(self.key, record.request_id)))
+            conn.finished(self)
+            return
+        i = self.next
+        data = self.shape.event(self.rid, i)
         if i == 0:
-            if self.chat:
-                role: dict[str, Any] = {**self.base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                                  "logprobs": None, "finish_reason": None}]}
-                if self.token_ids:
-                    role["prompt_token_ids"] = self.prompt_ids
-                if self.continuous:
-                    role["usage"] = self._usage(0)
-                data = _event(role) + data
+            self.origin = now
             record.first_write = time.time()
         record.tokens = i + 1
-        if i + 1 < self.tokens:
-            conn.send(data)
-            loop = conn.server.loop
-            origin = origin if i else loop.time()
-            conn.timer = loop.call_at(origin + (i + 1) * conn.server.settings.itl_s, self.step, i + 1, origin)
+        if i == self.key.tokens - 1:
+            record.done_write = time.time()
+            conn.send(data + self.shape.end(self.rid))
+            conn.finished(self)
             return
-        tail = b""
-        if self.include_usage:
-            tail = _event({**self.base, "choices": [], "usage": self._usage(self.tokens)})
-        record.done_write = time.time()
-        conn.send(data + tail + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        conn.finished(self)
+        conn.send(data)
+        self.next = i + 1
+        server = conn.server
+        server.wheel.put(self.origin + self.next * server.settings.itl_s, self)
 
-    def whole(self) -> None:
-        """A non-streamed answer: all tokens at once when the last would have been generated."""
-        conn, record = self.conn, self.record
-        if conn.closed:
-            record.aborted = True
-            return
-        text = "".join(_WORDS[i % len(_WORDS)] for i in range(self.tokens))
-        choice: dict[str, Any] = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
-                                  if self.chat else {"index": 0, "text": text, "finish_reason": "length"})
-        if self.token_ids:
-            choice["token_ids"] = [2000 + i for i in range(self.tokens)]
-        body = {**self.base, "object": "chat.completion" if self.chat else "text_completion",
-                "choices": [choice], "usage": self._usage(self.tokens)}
-        record.first_write = record.done_write = time.time()
-        record.tokens = self.tokens
-        conn.send(_response(200, json.dumps(body).encode()))
-        conn.finished(self)
+
+class Wheel:
+    """Streams due per millisecond of loop time, served by one timer: a chunk costs a list append,
+    not a timer handle (uvloop's timers tick in milliseconds anyway)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.slots: dict[int, list[Stream]] = {}
+        self.armed: int | None = None  # the slot the timer is set for
+        self.handle: asyncio.TimerHandle | None = None
+
+    def put(self, due: float, stream: Stream) -> None:
+        slot = math.ceil(due * 1000.0 - 1e-6)
+        self.slots.setdefault(slot, []).append(stream)
+        if self.armed is None or slot < self.armed:
+            self._arm(slot)
+
+    def _arm(self, slot: int) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        self.armed = slot
+        self.handle = self.loop.call_at(slot / 1000.0, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = self.armed = None
+        now = self.loop.time()
+        current = math.floor(now * 1000.0 + 1e-6)
+        for slot in sorted(s for s in self.slots if s <= current):
+            for stream in self.slots.pop(slot):
+                stream.step(now)
+        if self.slots:
+            self._arm(max(min(self.slots), current + 1))
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        self.slots.clear()
 
 
 async def serve(settings: Settings, host: str, port: int, records: Path) -> None:
