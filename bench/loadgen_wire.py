@@ -1,4 +1,5 @@
-"""The bytes of vLLM's completion streams, encoded once per response shape, not once per chunk.
+"""The bytes the ground-truth server writes: vLLM's completion streams, encoded once per response
+shape rather than once per chunk, and its plain responses.
 
 A response's chunks differ from another's of the same shape (endpoint, stream options, prompt
 length, tokens, model) only in the request id, so each shape is JSON-encoded once, around a marker
@@ -16,6 +17,8 @@ from typing import Any
 
 WORDS = ("the", " sea", " and", " its", " ships", " sailed", " on", " through", " quiet", " nights")
 _MARK = "@@REQUEST-ID@@"  # plain ASCII, so json.dumps leaves it as it is
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large",
+            500: "Internal Server Error"}
 CREATED = 1_700_000_000  # vLLM puts the request's creation time here; no client reads it
 
 
@@ -123,3 +126,28 @@ def whole_body(key: ShapeKey, rid: str) -> bytes:
             "usage": {"prompt_tokens": key.prompt_tokens, "total_tokens": key.prompt_tokens + key.tokens,
                       "completion_tokens": key.tokens}}
     return json.dumps(body).encode()
+
+
+def response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
+    return b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s" % (
+        status, _REASONS[status].encode(), content_type, len(body), body)
+
+
+def error_response(status: int, message: str) -> bytes:
+    kind = {404: "NotFoundError", 500: "InternalServerError"}.get(status, "BadRequestError")
+    body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+    return response(status, json.dumps(body).encode())
+
+
+def metrics_text(model: str, running: int, finished: int, prompt_tokens: int, generation_tokens: int) -> bytes:
+    """The few vLLM series a client scrapes, under vLLM's names."""
+    labels = f'engine="0",model_name="{model}"'
+    lines = [
+        "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{labels}}} {running}",
+        "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{labels}}} 0",
+        "# TYPE vllm:request_success counter",
+        f'vllm:request_success_total{{{labels},finished_reason="length"}} {finished}',
+        "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total{{{labels}}} {prompt_tokens}",
+        "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total{{{labels}}} {generation_tokens}",
+    ]
+    return ("\n".join(lines) + "\n").encode()
