@@ -47,6 +47,9 @@ from loadgen_truth import interval_truth, match, percentile, score_flag
 
 CLIENTS = ("speclab1", "speclab2", "uvloop", "asyncio")
 FLAG_THRESHOLD_MS = 5.0  # the accuracy a health flag should vouch for (speclab's schedule-lag limit)
+ERROR_FACTOR, ERROR_SLACK_MS = 1.25, 1.0  # the accuracy target: error p99 <= 1.25x uvloop's + 1 ms
+CPU_FACTOR = 1.1  # the cost target: CPU per request <= 1.1x uvloop's
+OTHERS_LIMIT = 0.1  # cores the rest of the host may use during a run before its row is marked not quiet
 LAG_TAIL_S = 0.1  # the window's end after the last [DONE] written: the client reads it and records it
 
 
@@ -69,6 +72,7 @@ class Row:
     server_cpu_pct: float
     others_cpu_s: float  # CPU the rest of the host used during the run
     exit_code: int
+    wall_s: float = math.nan  # the run, server start to server stop
     flag_bad: int = 0
     flag_caught: int = 0
     flag_good: int = 0
@@ -115,6 +119,7 @@ def evaluate(run: RunResult) -> Row:
         peak_rss_mb=samples.peak_rss / 2**20, server_read_lag_p99_us=percentile(read_lags, 99),
         server_cpu_pct=100.0 * run.server.traffic_cpu_s / (traffic_s - LAG_TAIL_S) if finished else math.nan,
         others_cpu_s=others, exit_code=run.measured.returncode, schedule_gap_us=run.schedule_gap_s * 1e6,
+        wall_s=run.wall_s,
     )
     if run.client.startswith("speclab"):
         score = score_flag(interval_truth(pairs), run.flagged, FLAG_THRESHOLD_MS, min_requests=10)
@@ -145,6 +150,11 @@ def print_table(rows: list[Row], work: Workload, server: ServerConfig, loads: li
               f"{_f(r.server_cpu_pct, 0):>9}{r.others_cpu_s:>8.1f}{r.exit_code:>6}")
     print("(ms unless noted; 'sent' = requests the server received; srv rd us = server read lag p99, "
           "kernel receive to its loop's read; others = CPU-s the rest of the host used during the run)")
+    busy = [r for r in rows if r.others_cpu_s > OTHERS_LIMIT * r.wall_s]
+    if busy:
+        print(f"NOT QUIET: the rest of the host used more than {OTHERS_LIMIT:g} of a core during "
+              + ", ".join(f"{r.client} at {r.rate:g}/s ({r.others_cpu_s:.1f} CPU-s in {r.wall_s:.0f} s)" for r in busy)
+              + "; do not quote those rows")
 
 
 def print_compact(rows: list[Row]) -> None:
@@ -161,6 +171,14 @@ def print_compact(rows: list[Row]) -> None:
         print(f"{client:<10}" + "".join(f"{c:>16}" for c in cells) + f"{peak:>13.0f}")
 
 
+def meets_targets(row: Row, base: Row) -> tuple[bool, bool]:
+    """The load-generator targets against the uvloop client at the same rate: TTFT error p99 within
+    ``ERROR_FACTOR``x + ``ERROR_SLACK_MS`` of its, CPU per request within ``CPU_FACTOR``x of its."""
+    error_ok = row.err_p99_ms <= ERROR_FACTOR * base.err_p99_ms + ERROR_SLACK_MS
+    cpu_ok = row.cpu_per_1000 <= CPU_FACTOR * base.cpu_per_1000
+    return error_ok, cpu_ok
+
+
 def print_ratios(rows: list[Row]) -> None:
     by = {(r.client, r.rate): r for r in rows}
     lines = []
@@ -168,13 +186,22 @@ def print_ratios(rows: list[Row]) -> None:
         base = by.get(("uvloop", r.rate))
         if base is None or r.client == "uvloop":
             continue
-        lines.append(f"{r.client:<10}{r.rate:>6g}{_ratio(r.err_p99_ms, base.err_p99_ms):>10}"
-                     f"{_ratio(r.lag_p99_ms, base.lag_p99_ms):>10}{_ratio(r.cpu_per_1000, base.cpu_per_1000):>10}"
-                     f"{_ratio(r.peak_rss_mb, base.peak_rss_mb):>10}")
+        error_ok, cpu_ok = meets_targets(r, base)
+        bound = ERROR_FACTOR * base.err_p99_ms + ERROR_SLACK_MS
+        lines.append(f"{r.client:<10}{r.rate:>6g}{_ratio(r.err_p50_ms, base.err_p50_ms):>10}"
+                     f"{_ratio(r.err_p99_ms, base.err_p99_ms):>10}{_ratio(r.lag_p99_ms, base.lag_p99_ms):>10}"
+                     f"{_ratio(r.cpu_per_1000, base.cpu_per_1000):>10}{_ratio(r.peak_rss_mb, base.peak_rss_mb):>10}"
+                     f"{f'{_yes(error_ok)} (<= {_f(bound)} ms)':>22}{_yes(cpu_ok):>11}")
     if lines:
-        print(f"\nratios to the uvloop client at the same rate\n{'client':<10}{'rate':>6}{'err p99':>10}"
-              f"{'lag p99':>10}{'CPU/1k':>10}{'RSS':>10}")
+        print(f"\nratios to the uvloop client at the same rate; targets: error p99 <= {ERROR_FACTOR:g}x uvloop's "
+              f"+ {ERROR_SLACK_MS:g} ms, CPU per request <= {CPU_FACTOR:g}x uvloop's\n"
+              f"{'client':<10}{'rate':>6}{'err p50':>10}{'err p99':>10}{'lag p99':>10}{'CPU/1k':>10}{'RSS':>10}"
+              f"{'error target':>22}{'CPU target':>11}")
         print("\n".join(lines))
+
+
+def _yes(ok: bool) -> str:
+    return "met" if ok else "missed"
 
 
 def _ratio(a: float, b: float) -> str:
@@ -257,8 +284,13 @@ def main() -> None:
     print_sustained(rows)
     print(f"(bench took {time.monotonic() - began:.0f} s)")
     if args.json is not None:
+        by = {(r.client, r.rate): r for r in rows}
+        targets = [{"client": r.client, "rate": r.rate, "error_bound_ms": ERROR_FACTOR * base.err_p99_ms + ERROR_SLACK_MS,
+                    "error_met": met[0], "cpu_met": met[1]}
+                   for r in rows if r.client != "uvloop" and (base := by.get(("uvloop", r.rate))) is not None
+                   for met in [meets_targets(r, base)]]
         args.json.write_text(json.dumps({"host_speed_us": speeds, "load_1min": loads,
-                                         "rows": [asdict(r) for r in rows]}, indent=1))
+                                         "rows": [asdict(r) for r in rows], "targets": targets}, indent=1))
 
 
 if __name__ == "__main__":
