@@ -16,13 +16,33 @@ DEFAULT_MAX_MODEL_LEN: Final = 4096  # what the engine and the server use when -
 
 
 @dataclass(slots=True)
+class SuffixSettings:
+    """vLLM 0.33's suffix-decoding knobs (``suffix_decoding_*``), with its defaults."""
+
+    max_tree_depth: int = 24
+    max_cached_requests: int = 10000  # 0: no global tree, prompt trees only
+    max_spec_factor: float = 1.0  # at most factor x match length drafts
+    min_token_prob: float = 0.1
+
+
+@dataclass(slots=True)
 class SpecConfig:
     method: str  # "draft_model" | "ngram" | "eagle" | "eagle3" | "mtp" | "suffix" ...
-    num_speculative_tokens: int
-    model: str | None = None  # draft model name for draft_model (e.g. "sim-1b")
+    num_speculative_tokens: int  # K: the most drafts a step verifies
+    model: str | None = None  # draft model name for draft_model (e.g. "sim-1b"); the head's name for EAGLE
     prompt_lookup_min: int | None = None
     prompt_lookup_max: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # keys vLLM knows that the simulator does not model
+    draft_sample_method: str = "greedy"  # "greedy" (argmax, one-hot q) | "probabilistic" (sample q)
+    rejection_sample_method: str = "standard"  # "standard" | "block" | "synthetic" | "fly"
+    synthetic_acceptance_rates: list[float] | None = None  # unconditional per position (resolved)
+    fly_window_size: int | None = None  # resolved: min(6, K-1) unless given
+    fly_entropy_threshold: float = 0.3
+    fly_entropy_top_k: int = 3
+    per_batch_size: list[tuple[int, int, int]] | None = None  # num_speculative_tokens_per_batch_size
+    suffix: SuffixSettings = field(default_factory=SuffixSettings)
+    use_heterogeneous_vocab: bool = False
+    notes: list[str] = field(default_factory=list)  # warnings the server logs at start-up
 
 
 @dataclass(slots=True)

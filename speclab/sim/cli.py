@@ -2,8 +2,8 @@
 
 Parsing is argparse, like vLLM's, so an unknown or removed flag exits 2 with "unrecognized
 arguments". Flags vLLM knows but the simulator does not model are accepted and reported by name,
-so the server can warn about each. ``--speculative-config`` is validated the way vLLM's
-``SpeculativeConfig`` is (mirrored ``prompt_lookup_min/max``, required ``num_speculative_tokens``).
+so the server can warn about each. ``--speculative-config`` is read by ``spec_args`` the way
+vLLM's ``SpeculativeConfig`` reads it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Final
 
 from speclab.model.vllm_flags import OTHER_KNOWN, SHORT_ALIASES
 
@@ -20,28 +19,10 @@ from .api import EngineConfig, SpecConfig
 from .gpu_profile_file import GpuProfileFileError, load_gpu_profile
 from .hardware import GIB, GPU_PROFILES, GpuProfile
 from .shapes import vocab_mismatch, vocab_mismatch_message
+from .spec_args import SpecConfigError, spec_config_from_json
 from .wire_faults import FaultSpecError, split_faults
 
-SPEC_METHODS: Final = (
-    "ngram", "ngram_gpu", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
-    "extract_hidden_states", "mtp", "dflash", "dspark",
-)
-_SPEC_KEYS: Final = frozenset(
-    {
-        "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "quantization",
-        "moe_backend", "attention_backend", "kv_cache_dtype", "revision", "code_revision",
-        "max_model_len", "enforce_eager", "draft_load_config", "prompt_lookup_min", "prompt_lookup_max",
-        "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
-        "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob", "parallel_drafting",
-        "disable_padded_drafter_batch", "use_heterogeneous_vocab", "rejection_sample_method",
-        "synthetic_acceptance_rates", "synthetic_acceptance_length", "draft_sample_method",
-        "num_speculative_tokens_per_batch_size",
-    }
-)
-
-
-class SpecConfigError(ValueError):
-    """``--speculative-config`` that vLLM's SpeculativeConfig would reject."""
+__all__ = ["ServerArgs", "SpecConfigError", "build_parser", "parse_args", "spec_config_from_json"]
 
 
 @dataclass(slots=True)
@@ -142,77 +123,9 @@ def _not_modelled_dest(flag: str) -> str:
     return "nm_" + flag.lstrip("-").replace("-", "_")
 
 
-def spec_config_from_json(raw: Any) -> SpecConfig:
-    """Validate a ``--speculative-config`` mapping like vLLM 0.33's SpeculativeConfig."""
-    if not isinstance(raw, dict):
-        raise SpecConfigError("speculative_config must be a JSON object")
-    cfg = {str(k).replace("-", "_"): v for k, v in raw.items()}
-    if "tensor_parallel_size" in cfg:
-        raise SpecConfigError(
-            "tensor_parallel_size is not a valid argument in the speculative_config. "
-            "Please pass 'draft_tensor_parallel_size' instead."
-        )
-    unknown = sorted(set(cfg) - _SPEC_KEYS)
-    if unknown:
-        raise SpecConfigError(f"1 validation error for SpeculativeConfig\n{unknown[0]}\n  Extra inputs are not permitted")
-    method = cfg.get("method")
-    model = cfg.get("model")
-    if method is None:
-        if model is None:
-            raise SpecConfigError("speculative_config: either `method` or `model` must be provided")
-        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
-    if method not in SPEC_METHODS:
-        allowed = ", ".join(repr(m) for m in SPEC_METHODS)
-        raise SpecConfigError(
-            f"1 validation error for SpeculativeConfig\nmethod\n  Input should be {allowed} [input_value={method!r}]"
-        )
-    k = cfg.get("num_speculative_tokens")
-    if k is None:
-        raise SpecConfigError(
-            "num_speculative_tokens must be provided with speculative model unless the draft "
-            "model config contains an n_predict parameter."
-        )
-    if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
-        raise SpecConfigError(f"Expected num_speculative_tokens to be greater than zero ({k!r}).")
-    if method == "draft_model" and not model:
-        raise SpecConfigError("speculative_config: method 'draft_model' needs a draft `model`")
-    lo, hi = cfg.get("prompt_lookup_min"), cfg.get("prompt_lookup_max")
-    if method in ("ngram", "ngram_gpu"):
-        if lo is None and hi is None:
-            lo = hi = 5
-        elif lo is None:
-            lo = hi
-        elif hi is None:
-            hi = lo
-        for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
-            if not isinstance(value, int) or value < 1:
-                raise SpecConfigError(f"{name}={value!r} must be > 0")
-        assert isinstance(lo, int) and isinstance(hi, int)
-        if lo > hi:
-            raise SpecConfigError(f"prompt_lookup_max={hi} must be >= prompt_lookup_min={lo}")
-        model = None
-    _check_heterogeneous_vocab(cfg, method)
-    extra = {key: v for key, v in cfg.items() if key not in {"method", "model", "num_speculative_tokens",
-                                                            "prompt_lookup_min", "prompt_lookup_max"}}
-    return SpecConfig(method=method, num_speculative_tokens=k, model=model,
-                      prompt_lookup_min=lo, prompt_lookup_max=hi, extra=extra)
-
-
-def _check_heterogeneous_vocab(cfg: dict[str, Any], method: str) -> None:
-    """vLLM 0.33's rules for ``use_heterogeneous_vocab`` (SpeculativeConfig._verify_args)."""
-    if not cfg.get("use_heterogeneous_vocab"):
-        return
-    if method != "draft_model":
-        raise SpecConfigError("use_heterogeneous_vocab only works with method='draft_model'")
-    if cfg.get("draft_sample_method", "greedy") != "greedy":
-        raise SpecConfigError(
-            "use_heterogeneous_vocab currently only supports greedy draft sampling. Set "
-            "draft_sample_method='greedy' (the default) or omit it.")
-
-
 def check_vocab(model: str, spec: SpecConfig | None) -> None:
     """Refuse a draft_model pair whose real models' vocab sizes differ, as vLLM 0.33 does."""
-    if spec is None or spec.method != "draft_model" or not spec.model or spec.extra.get("use_heterogeneous_vocab"):
+    if spec is None or spec.method != "draft_model" or not spec.model or spec.use_heterogeneous_vocab:
         return
     sizes = vocab_mismatch(model, spec.model)
     if sizes is not None:

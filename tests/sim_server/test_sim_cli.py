@@ -51,7 +51,7 @@ def test_spec_config_mirrors_lookup_bounds() -> None:
     ({"method": "medusa", "num_speculative_tokens": 2}, "Input should be"),
     ({"method": "draft_model", "model": "sim-1b"}, "num_speculative_tokens must be provided"),
     ({"method": "draft_model", "model": "sim-1b", "num_speculative_tokens": 0}, "greater than zero"),
-    ({"method": "draft_model", "num_speculative_tokens": 2}, "needs a draft `model`"),
+    ({"method": "draft_model", "num_speculative_tokens": 2}, "provided but without speculative model"),
     ({"model": "sim-1b", "num_speculative_tokens": 2, "tensor_parallel_size": 2}, "draft_tensor_parallel_size"),
     ({"model": "sim-1b", "num_speculative_tokens": 2, "bogus": 1}, "Extra inputs are not permitted"),
 ])

@@ -87,7 +87,7 @@ def test_a_draft_model_pair_with_different_real_vocab_sizes_is_refused_like_vllm
     assert VOCAB_WORDS in str(info.value)
     ok = parse_args(["sim-72b", "-sc", '{"model": "sim-0.5b", "num_speculative_tokens": 3, '
                      '"use_heterogeneous_vocab": true}'])
-    assert ok.engine.speculative is not None and ok.engine.speculative.extra["use_heterogeneous_vocab"] is True
+    assert ok.engine.speculative is not None and ok.engine.speculative.use_heterogeneous_vocab is True
     # EAGLE heads and n-gram lookup have no vocabulary of their own to compare
     parse_args(["sim-8b", "-sc", '{"method": "eagle3", "model": "sim-0.5b", "num_speculative_tokens": 3}'])
     # the misaligned draft stands for Llama-3.2-1B: same real vocab, so it reaches the tokenizer gate

@@ -44,7 +44,7 @@ def test_bad_speculative_config_exits_1() -> None:
     assert r.returncode == 1 and "num_speculative_tokens must be provided" in r.stdout
     r = run_sim("sim-8b", "-sc", '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 6, '
                 '"prompt_lookup_max": 3}')
-    assert r.returncode == 1 and "prompt_lookup_max=3 must be >= prompt_lookup_min=6" in r.stdout
+    assert r.returncode == 1 and "prompt_lookup_min=6 must be <= prompt_lookup_max=3" in r.stdout
     r = run_sim("sim-8b", "--speculative-config", "{not json")
     assert r.returncode == 2 and "--speculative-config" in r.stderr
 
