@@ -1,14 +1,23 @@
 """The simulator's engine core: ``build_engine(config)`` returns an ``EngineCore``.
 
-One ``step(now)`` schedules work, runs the real models over it (sampling, speculative
-verification), and returns the step's modelled duration with one output per request that
-produced tokens. Timestamps are on the caller's modelled clock: tokens of a step exist at
+One ``step(now)`` schedules work, runs the real models over it, and returns the step's modelled
+duration with one output per request that produced tokens. A step has three phases per sequence:
+a plain decode (one token sampled from the target, after a prefill or without drafts), a draft
+proposal (``proposers``; made while scheduling, since drafts take token budget) and verification
+(``verify``: the rejection method checks the drafts against the target). The draft length of a
+step is K, or under ``num_speculative_tokens_per_batch_size`` the k vLLM's scheduler picks: the
+drafts verified in a step were proposed after the previous one, sized by the number of requests
+that step scheduled. Timestamps are on the caller's modelled clock: tokens of a step exist at
 ``now + duration``. Engine faults (``config.faults``) perturb only the speculative path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+from speclab.model.speculative import dense_schedule
 
 from .api import (
     DEFAULT_MAX_MODEL_LEN,
@@ -18,21 +27,24 @@ from .api import (
     RequestOutput,
     RequestSpecStats,
     RequestTimes,
+    SamplingParams,
     StepResult,
     StepStats,
 )
-from .errors import RequestRejectedError, SimStartupError, UnknownModelError
+from .errors import RequestRejectedError, SimStartupError
 from .hardware import gpu_profile
 from .lm import SimLM, load_lm
 from .memory import plan_memory
-from .methods import DRAFTER_FOR_METHOD, EAGLE_HEADS, SUFFIX_LOOKUP
-from .proposers import DraftModelProposer, MisalignedDraftProposer, NgramProposer, Proposer
-from .sampling import accept_draft, adjust, is_greedy, residual, sample
+from .methods import build_drafting
+from .ngram import FloatArray
+from .proposers import Proposal, Proposer
+from .sampling import adjust, is_greedy, sample
 from .scheduler import Scheduled, Scheduler
 from .sequence import Seq
-from .shapes import MODEL_SHAPES, eagle_head
+from .shapes import MODEL_SHAPES
 from .timing import StepTimeModel, StepWork, attention_pairs
-from .tokenizer import SIM_MODELS, SimTokenizer, model_dir
+from .tokenizer import SimTokenizer, model_dir
+from .verify import StandardVerifier, TargetView, Verdict, Verifier, build_verifier
 
 KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption")
 
@@ -52,8 +64,12 @@ class SimEngine:
                 raise SimStartupError(f"unknown engine fault {fault!r}; known: {', '.join(KNOWN_FAULTS)}")
         self.target: SimLM = load_lm(config.model)
         self.tokenizer: SimTokenizer = self.target.tokenizer
-        self.k = 0
+        self.max_model_len = config.max_model_len or DEFAULT_MAX_MODEL_LEN
+        self.k = 0  # K: the most drafts a step verifies
         self.proposer: Proposer | None = None
+        self.verifier: Verifier = StandardVerifier()
+        self.notes: list[str] = []  # start-up warnings (what the configuration means here)
+        self._dense: list[int] | None = None  # batch size -> k, when a schedule is set
         draft_shape = None
         head = False
         spec = config.speculative
@@ -61,34 +77,14 @@ class SimEngine:
             self.k = spec.num_speculative_tokens
             if self.k < 1:
                 raise SimStartupError("num_speculative_tokens must be at least 1")
-            drafter = DRAFTER_FOR_METHOD.get(spec.method)
-            if drafter == "ngram":
-                if spec.method == "suffix":
-                    lo, hi = SUFFIX_LOOKUP
-                else:
-                    lo = spec.prompt_lookup_min or spec.prompt_lookup_max or 5
-                    hi = spec.prompt_lookup_max or lo
-                if not 1 <= lo <= hi:
-                    raise SimStartupError(f"prompt_lookup_min ({lo}) must be in [1, prompt_lookup_max ({hi})]")
-                self.proposer = NgramProposer(lo, hi)
-            elif drafter == "draft_model":
-                if spec.model not in SIM_MODELS:
-                    raise UnknownModelError(
-                        f"Unknown model {spec.model!r} for the speculative draft; the simulator's models are: "
-                        f"{', '.join(SIM_MODELS)}")
-                draft = load_lm(spec.model)
-                # An EAGLE head drafts with its stand-in's predictions but costs what the head costs.
-                head = spec.method in EAGLE_HEADS
-                draft_shape = eagle_head(MODEL_SHAPES[config.model], spec.method) if head else MODEL_SHAPES[spec.model]
-                if draft.tokenizer.backend.get_vocab() == self.tokenizer.backend.get_vocab():
-                    self.proposer = DraftModelProposer(draft)
-                else:
-                    self.proposer = MisalignedDraftProposer(draft, self.tokenizer)
-            else:
-                raise SimStartupError(
-                    f"speculative method {spec.method!r} is not modelled by the simulator "
-                    f"(modelled: {', '.join(DRAFTER_FOR_METHOD)})")
-        self.max_model_len = config.max_model_len or DEFAULT_MAX_MODEL_LEN
+            drafting = build_drafting(spec, config.model, self.target, self.max_model_len)
+            self.proposer, draft_shape, head = drafting.proposer, drafting.draft_shape, drafting.head
+            self.notes = [*spec.notes, *drafting.notes]
+            self.verifier = build_verifier(
+                spec.rejection_sample_method, rates=spec.synthetic_acceptance_rates, fly_window=spec.fly_window_size,
+                fly_threshold=spec.fly_entropy_threshold, fly_top_k=spec.fly_entropy_top_k)
+            if spec.per_batch_size is not None:
+                self._dense = dense_schedule(spec.per_batch_size, config.max_num_seqs, self.k)
         if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
             raise SimStartupError(
                 f"max_num_batched_tokens ({config.max_num_batched_tokens}) is smaller than max_model_len "
@@ -109,6 +105,7 @@ class SimEngine:
         self._seqs: dict[str, Seq] = {}
         self._aborted: list[RequestOutput] = []
         self._counter = 0
+        self._last_batch = 0  # requests the previous step scheduled
 
     # --- requests -----------------------------------------------------------------------------
     def add_request(self, request: EngineRequest) -> None:
@@ -126,15 +123,14 @@ class SimEngine:
         if params.max_tokens < 1:
             raise RequestRejectedError("max_tokens must be at least 1")
         seed = [params.seed] if params.seed is not None else [self.config.seed, self._counter, 0x5EED]
-        draft_state = None
-        if isinstance(self.proposer, DraftModelProposer):
-            draft_state = self.proposer.lm.state(prompt)
         seq = Seq(
             req=request, order=self._counter, tokens=prompt, prompt_len=len(prompt),
-            rng=np.random.default_rng(seed), target_state=self.target.state(prompt), draft_state=draft_state,
+            rng=np.random.default_rng(seed), target_state=self.target.state(prompt), draft_state=None,
             times=RequestTimes(queued=request.arrival_time),
             spec=RequestSpecStats(num_spec_tokens=self.k, histogram=[0] * (self.k + 1)) if self.k else None,
         )
+        if self.proposer is not None:
+            self.proposer.start(seq)
         self._counter += 1
         self._seqs[request.request_id] = seq
         self.scheduler.add(seq)
@@ -144,6 +140,8 @@ class SimEngine:
         if seq is None:
             return
         self.scheduler.remove(seq)
+        if self.proposer is not None:
+            self.proposer.finish(seq)
         self._aborted.append(RequestOutput(request_id, [], True, "abort", None, seq.times, seq.spec,
                                            seq.preemptions, seq.prompt_len))
 
@@ -151,9 +149,16 @@ class SimEngine:
         return bool(self._seqs) or bool(self._aborted)
 
     # --- stepping -----------------------------------------------------------------------------
+    def step_k(self) -> int:
+        """This step's draft length: K, or the schedule's k for the previous step's batch size."""
+        if self._dense is None:
+            return self.k
+        batch = min(max(self._last_batch, 1), len(self._dense) - 1)
+        return self._dense[batch]
+
     def step(self, now: float) -> StepResult:
         stats = StepStats(spec_accepted_per_pos=[0] * self.k)
-        work, produced = self._run(now, stats)
+        work, produced = self._run(now, stats, self.step_k())
         outputs: list[RequestOutput] = []
         duration = self.timer.step_time(work)
         end = now + duration
@@ -170,21 +175,27 @@ class SimEngine:
                 out.times, out.spec = seq.times, seq.spec
                 self.scheduler.remove(seq)
                 self._seqs.pop(seq.req.request_id, None)
+                if self.proposer is not None:
+                    self.proposer.finish(seq)
             outputs.append(out)
         stats.running = len(self.scheduler.running)
         stats.waiting = len(self.scheduler.waiting)
         stats.kv_cache_usage = self.scheduler.kv_usage
         return StepResult(duration, finished_outputs + outputs, stats)
 
-    def _run(self, now: float, stats: StepStats) -> tuple[StepWork, list[Seq]]:
-        proposer = self.proposer
-        propose = proposer.propose if proposer is not None else (lambda seq, k: ([], []))
-        batch, preempted = self.scheduler.schedule(propose)
+    def _propose(self, seq: Seq, k: int) -> Proposal:
+        """Phase 2, the draft proposal (called by the scheduler, which charges the drafts to the budget)."""
+        return self.proposer.propose(seq, k) if self.proposer is not None else ([], [])
+
+    def _run(self, now: float, stats: StepStats, k: int) -> tuple[StepWork, list[Seq]]:
+        batch, preempted = self.scheduler.schedule(self._propose, k)
+        self._last_batch = len(batch)
         stats.preemptions = preempted
         work = StepWork()
         produced: list[Seq] = []
+        proposer = self.proposer
         drafting = proposer is not None and proposer.uses_draft_model
-        looking_up = proposer is not None and not drafting and self.k > 0
+        looking_up = proposer is not None and not drafting and k > 0
         for item in batch:
             seq = item.seq
             if seq.times.scheduled is None:
@@ -202,7 +213,7 @@ class SimEngine:
                         stats.prompt_tokens += seq.prompt_len
                     self._plain_decode(seq)
             else:
-                if drafting and self.k:
+                if drafting and k:
                     work.draft_batch += 1
                     work.draft_kv_tokens += len(seq.tokens)
                 elif looking_up:
@@ -212,13 +223,13 @@ class SimEngine:
             if seq.pending or seq.finished:
                 produced.append(seq)
         if drafting and work.draft_batch:
-            work.draft_passes = self.k
+            work.draft_passes = k
         stats.iteration_tokens = work.tokens
         stats.generation_tokens = sum(len(s.pending) for s in produced)
         return work, produced
 
     def _plain_decode(self, seq: Seq) -> None:
-        """Sample one token from the target, as a non-speculative engine (and a prefill step) does."""
+        """Phase 1: one token from the target, as a non-speculative engine (and a prefill step) samples it."""
         params = seq.req.sampling
         if is_greedy(params):
             token = self.target.greedy(seq.target_state)
@@ -228,10 +239,20 @@ class SimEngine:
             token = sample(p, seq.rng)
         seq.emit(token, self.tokenizer, self.max_model_len)
 
-    def _target_dist(self, seq: Seq) -> np.ndarray:
-        params = seq.req.sampling
+    def _adjust_for(self, params: SamplingParams) -> Callable[[FloatArray], FloatArray]:
         temperature = params.temperature * (1.0 + self.faults.get("sampling_drift", 0.0))
-        return adjust(self.target.scores(seq.target_state), temperature, params.top_k, params.top_p, inplace=True)
+        return lambda scores: adjust(scores, temperature, params.top_k, params.top_p, inplace=True)
+
+    def _verify(self, item: Scheduled) -> Verdict:
+        """Phase 3: the rejection method checks this step's drafts against the target."""
+        seq = item.seq
+        view = TargetView(self.target, seq.target_state, item.drafts, self._adjust_for(seq.req.sampling))
+        lossy = self.faults.get("lossy_verifier", 0.0)
+        force = (lambda: bool(seq.rng.random() < lossy)) if lossy else None
+        try:
+            return self.verifier.verify(view, item.drafts, item.qs, is_greedy(seq.req.sampling), seq.rng, force)
+        finally:
+            view.close()
 
     def _decode(self, item: Scheduled, stats: StepStats) -> None:
         seq, drafts = item.seq, item.drafts
@@ -240,39 +261,16 @@ class SimEngine:
             self._plain_decode(seq)
             seq.num_computed = len(seq.tokens) - 1
             return
-        greedy = is_greedy(seq.req.sampling)
-        lossy = self.faults.get("lossy_verifier", 0.0)
+        verdict = self._verify(item)
         corrupt = self.faults.get("json_corruption", 0.0)
-        accepted, best = 0, -1
-        done = False
-        for i, draft in enumerate(drafts):
-            if greedy:
-                best = self.target.greedy(seq.target_state)
-                ok = best == draft
-                p = None
-            else:
-                p = self._target_dist(seq)
-                ok = accept_draft(p, item.qs[i], draft, seq.rng)
-            if not ok and lossy and seq.rng.random() < lossy:
-                ok = True
-            if not ok:
-                token = best if p is None else sample(residual(p, item.qs[i], draft), seq.rng)
-                done = seq.emit(token, self.tokenizer, self.max_model_len)
+        for j, token in enumerate(verdict.tokens):
+            if seq.emit(token, self.tokenizer, self.max_model_len):
                 break
-            accepted += 1
-            done = seq.emit(draft, self.tokenizer, self.max_model_len)
-            if not done and corrupt and seq.json_output(self.tokenizer) and seq.rng.random() < corrupt:
-                done = seq.emit(draft, self.tokenizer, self.max_model_len)
-            if done:
+            duplicate = j < verdict.accepted and corrupt and seq.json_output(self.tokenizer)
+            if duplicate and seq.rng.random() < corrupt and seq.emit(token, self.tokenizer, self.max_model_len):
                 break
-        else:
-            if not done:
-                if greedy:
-                    bonus = self.target.greedy(seq.target_state)
-                else:
-                    bonus = sample(self._target_dist(seq), seq.rng)
-                seq.emit(bonus, self.tokenizer, self.max_model_len)
         seq.num_computed = len(seq.tokens) - 1
+        accepted = verdict.accepted
         spec = seq.spec
         assert spec is not None
         spec.steps += 1

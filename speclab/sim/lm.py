@@ -139,7 +139,15 @@ class SimLM:
 
     def scores(self, state: ContextState) -> FloatArray:
         """Unnormalised next-token scores after ``state`` (a fresh array the caller may modify)."""
-        scores = self.counts.dist(state.tokens) * state.weights
+        return self.copy_features(state, self.counts.dist(state.tokens) * state.weights, weighted=True)
+
+    def copy_features(self, state: ContextState, scores: FloatArray, *, weighted: bool = False) -> FloatArray:
+        """``scores`` times this model's copy features read from ``state`` (in place; returned).
+
+        ``weighted``: the context-word boost is already in (``scores`` was built with it).
+        """
+        if not weighted:
+            scores *= state.weights
         ind = state.induction()
         if ind >= 0 and self.boostable[ind]:
             scores[self.members[ind]] *= self.induction_weight
@@ -210,15 +218,18 @@ def encoded_corpus(tokenizer_dir: Path) -> tuple[IntArray, IntArray]:
 
 
 @cache
-def load_lm(name: str) -> SimLM:
-    """Build (once per process) the model called ``name``."""
+def training_stream(name: str) -> IntArray:
+    """The token stream the model called ``name`` is counted over: its share of the corpus."""
     tokenizer = load_tokenizer(name)
-    spec = model_config(name)["sim_lm"]
+    fraction = float(model_config(name)["sim_lm"]["data_fraction"])
     tokens, offsets = encoded_corpus(tokenizer.directory)
-    fraction = float(spec["data_fraction"])
     keep = [i for i in range(len(offsets) - 1) if _keep(i, fraction)]
     if len(keep) == len(offsets) - 1:
-        stream = tokens
-    else:
-        stream = np.concatenate([tokens[offsets[i]: offsets[i + 1]] for i in keep])
-    return SimLM(name, tokenizer, stream, spec)
+        return tokens
+    return np.concatenate([tokens[offsets[i]: offsets[i + 1]] for i in keep])
+
+
+@cache
+def load_lm(name: str) -> SimLM:
+    """Build (once per process) the model called ``name``."""
+    return SimLM(name, load_tokenizer(name), training_stream(name), model_config(name)["sim_lm"])

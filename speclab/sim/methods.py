@@ -1,40 +1,64 @@
-"""Which simulator drafter stands in for each vLLM speculative method.
+"""vLLM's speculative methods as the simulator's drafters, each with what its drafting costs.
 
-A lab names vLLM's method and a simulator stand-in model, so one lab file serves both engines.
-The simulator has two drafters: a draft model (its stand-in's weights set the drafting cost) and
-prompt lookup. EAGLE heads are drafted by their stand-in model and priced as the head itself
-(``shapes.eagle_head``); suffix decoding and the GPU n-gram drafter by prompt lookup over the
-request's own tokens. MTP (heads inside the target) and the other methods have no stand-in and
-are refused at start-up.
+``draft_model`` drafts with the named stand-in model (its own tokenizer if it has one); ``eagle``,
+``eagle3`` and ``mtp`` with a head on the target's own state (``heads``), priced as the head
+(``shapes.eagle_head``); ``ngram`` / ``ngram_gpu`` with prompt lookup and ``suffix`` with suffix
+trees, both priced as a lookup. The other methods vLLM 0.33 knows (dflash, dspark, custom_class,
+extract_hidden_states) have no counterpart here and are refused at start-up.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from dataclasses import dataclass, field
+from typing import Final
 
-Drafter = Literal["draft_model", "ngram"]
+from .api import SpecConfig
+from .errors import SimStartupError, UnknownModelError
+from .heads import HEAD_SPECS, load_head
+from .lm import SimLM, load_lm
+from .proposers import DraftModelProposer, HeadProposer, MisalignedDraftProposer, NgramProposer, Proposer
+from .shapes import MODEL_SHAPES, ModelShape, eagle_head
+from .suffix import SuffixProposer
+from .tokenizer import SIM_MODELS
 
-DRAFTER_FOR_METHOD: Final[dict[str, Drafter]] = {
-    "draft_model": "draft_model",
-    "eagle": "draft_model",
-    "eagle3": "draft_model",
-    "ngram": "ngram",
-    "ngram_gpu": "ngram",
-    "suffix": "ngram",
-}
-
-# Methods whose drafter is a head on the target's hidden states, not a separate model's passes.
-EAGLE_HEADS: Final = frozenset({"eagle", "eagle3"})
-
-# Suffix decoding continues the longest matching suffix of any length, so its stand-in looks up
-# matches from 1 token up; the upper bound keeps the per-step lookup cheap.
-SUFFIX_LOOKUP: Final = (1, 8)
+MODELLED_METHODS: Final = ("draft_model", "eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "suffix")
+HEAD_METHODS: Final = frozenset(HEAD_SPECS)
 
 
-def modelled_as_note(method: str) -> str | None:
-    """A warning line when ``method`` runs on a stand-in drafter of another kind; None when exact."""
-    drafter = DRAFTER_FOR_METHOD.get(method)
-    if drafter is None or drafter == method:
-        return None
-    what = "a draft model (the lab's sim_model)" if drafter == "draft_model" else "n-gram prompt lookup"
-    return f"speculative method {method!r} is modelled by the simulator as {what}"
+@dataclass(slots=True)
+class Drafting:
+    proposer: Proposer
+    draft_shape: ModelShape | None = None  # what the draft passes cost (None: a lookup)
+    head: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def build_drafting(spec: SpecConfig, target_name: str, target: SimLM, max_model_len: int) -> Drafting:
+    """The drafter for ``spec`` on ``target``; SimStartupError for a method the simulator does not model."""
+    probabilistic = spec.draft_sample_method == "probabilistic"
+    method = spec.method
+    if method in ("ngram", "ngram_gpu"):
+        lo = spec.prompt_lookup_min or 5
+        hi = spec.prompt_lookup_max or lo
+        return Drafting(NgramProposer(lo, hi))
+    if method == "suffix":
+        return Drafting(SuffixProposer(spec.suffix, target.vocab_size, max_model_len))
+    if method in HEAD_METHODS:
+        head = load_head(method, target_name)
+        shape = eagle_head(MODEL_SHAPES[target_name], method)
+        named = f" (checkpoint {spec.model!r})" if spec.model else ""
+        note = (f"speculative method {method!r}{named} is modelled as {head.spec.description}, on "
+                f"{target_name}'s own state, priced as the head ({shape.num_parameters / 1e6:.0f}M parameters)")
+        return Drafting(HeadProposer(head, probabilistic=probabilistic), shape, True, [note])
+    if method == "draft_model":
+        if spec.model not in SIM_MODELS:
+            raise UnknownModelError(
+                f"Unknown model {spec.model!r} for the speculative draft; the simulator's models are: "
+                f"{', '.join(SIM_MODELS)}")
+        draft = load_lm(spec.model)
+        shape = MODEL_SHAPES[spec.model]
+        if draft.tokenizer.backend.get_vocab() == target.tokenizer.backend.get_vocab():
+            return Drafting(DraftModelProposer(draft, probabilistic=probabilistic), shape)
+        return Drafting(MisalignedDraftProposer(draft, target.tokenizer), shape)
+    raise SimStartupError(f"speculative method {method!r} is not modelled by the simulator "
+                          f"(modelled: {', '.join(MODELLED_METHODS)})")

@@ -1,4 +1,11 @@
-"""Draft proposers: a draft model sharing the target's tokenizer, one with its own, and n-gram lookup."""
+"""Draft proposers: a draft model (same or own tokenizer), a head on the target, and n-gram lookup.
+
+A proposal is the draft tokens and, per token, the distribution it was drawn from (``None``: a
+deterministic proposal, one-hot). vLLM 0.33 drafts greedily by default (``draft_sample_method``
+``greedy``: the argmax, treated as one-hot by the rejection test), which is what lowers acceptance
+as temperature rises; ``probabilistic`` samples the draft's own adjusted distribution and keeps it.
+Greedy requests always draft the argmax.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,8 @@ from typing import Protocol
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .lm import SimLM
+from .heads import DraftHead
+from .lm import ContextState, SimLM
 from .ngram import FloatArray
 from .sampling import adjust, is_greedy, sample
 from .sequence import Seq
@@ -17,18 +25,55 @@ Proposal = tuple[list[int], list[FloatArray | None]]  # draft tokens, q per toke
 
 
 class Proposer(Protocol):
-    uses_draft_model: bool
+    uses_draft_model: bool  # runs forward passes (priced by the step model) rather than a lookup
 
+    def start(self, seq: Seq) -> None: ...
     def propose(self, seq: Seq, k: int) -> Proposal: ...
+    def finish(self, seq: Seq) -> None: ...
 
 
-class DraftModelProposer:
-    """A smaller model over the same vocabulary; samples its drafts (argmax when greedy)."""
+class _Stateless:
+    def start(self, seq: Seq) -> None:
+        return None
+
+    def finish(self, seq: Seq) -> None:
+        return None
+
+
+def _draw(scores: FloatArray, seq: Seq, probabilistic: bool) -> tuple[int, FloatArray | None]:
+    """One draft token from unnormalised ``scores``: the argmax (one-hot), or a draw from the adjusted q."""
+    params = seq.req.sampling
+    if not probabilistic or is_greedy(params):
+        return int(np.argmax(scores)), None
+    q = adjust(scores, params.temperature, params.top_k, params.top_p, inplace=True)
+    return sample(q, seq.rng), q
+
+
+def _draft_from(state: ContextState, k: int, seq: Seq, probabilistic: bool,
+                scores_at: SimLM | DraftHead) -> Proposal:
+    base = len(state)
+    drafts: list[int] = []
+    qs: list[FloatArray | None] = []
+    for depth in range(k):
+        scores = scores_at.scores(state) if isinstance(scores_at, SimLM) else scores_at.scores(state, depth)
+        token, q = _draw(scores, seq, probabilistic)
+        drafts.append(token)
+        qs.append(q)
+        state.push(token)
+    state.truncate(base)
+    return drafts, qs
+
+
+class DraftModelProposer(_Stateless):
+    """A smaller model over the same vocabulary, with a context state of its own."""
 
     uses_draft_model = True
 
-    def __init__(self, lm: SimLM) -> None:
-        self.lm = lm
+    def __init__(self, lm: SimLM, *, probabilistic: bool = False) -> None:
+        self.lm, self.probabilistic = lm, probabilistic
+
+    def start(self, seq: Seq) -> None:
+        seq.draft_state = self.lm.state(seq.tokens)
 
     def propose(self, seq: Seq, k: int) -> Proposal:
         state = seq.draft_state
@@ -36,24 +81,22 @@ class DraftModelProposer:
         if len(state) > len(seq.tokens):
             state.truncate(len(seq.tokens))
         state.extend(seq.tokens[len(state):])
-        base = len(state)
-        params = seq.req.sampling
-        drafts: list[int] = []
-        qs: list[FloatArray | None] = []
-        for _ in range(k):
-            if is_greedy(params):
-                token, q = self.lm.greedy(state), None
-            else:
-                q = adjust(self.lm.scores(state), params.temperature, params.top_k, params.top_p, inplace=True)
-                token = sample(q, seq.rng)
-            drafts.append(token)
-            qs.append(q)
-            state.push(token)
-        state.truncate(base)
-        return drafts, qs
+        return _draft_from(state, k, seq, self.probabilistic, self.lm)
 
 
-class MisalignedDraftProposer:
+class HeadProposer(_Stateless):
+    """An EAGLE / EAGLE-3 / MTP head: drafts from the target's own state (no state of its own)."""
+
+    uses_draft_model = True
+
+    def __init__(self, head: DraftHead, *, probabilistic: bool = False) -> None:
+        self.head, self.probabilistic = head, probabilistic
+
+    def propose(self, seq: Seq, k: int) -> Proposal:
+        return _draft_from(seq.target_state, k, seq, self.probabilistic, self.head)
+
+
+class MisalignedDraftProposer(_Stateless):
     """A draft with its own tokenizer: re-tokenize the recent text, draft greedily, map back."""
 
     uses_draft_model = True
@@ -79,7 +122,7 @@ class MisalignedDraftProposer:
         return mapped, [None] * len(mapped)
 
 
-class NgramProposer:
+class NgramProposer(_Stateless):
     """vLLM's prompt lookup: the tokens that followed the last earlier match of the last n tokens."""
 
     uses_draft_model = False

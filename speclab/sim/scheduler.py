@@ -99,8 +99,10 @@ class Scheduler:
             return min(remaining, budget)
         return remaining if remaining <= budget else 0
 
-    def schedule(self, propose: DraftFn) -> tuple[list[Scheduled], int]:
-        """Pick this step's work; returns it and the number of preemptions it caused."""
+    def schedule(self, propose: DraftFn, k: int | None = None) -> tuple[list[Scheduled], int]:
+        """Pick this step's work with up to ``k`` drafts per decoding sequence (default: K); returns
+        it and the number of preemptions it caused."""
+        step_k = self.k if k is None else k
         budget = self.budget
         out: list[Scheduled] = []
         preempted = 0
@@ -110,9 +112,9 @@ class Scheduler:
             drafts: list[int] = []
             qs: list[FloatArray | None] = []
             if seq.decoding:
-                k = min(self.k, budget - 1)
-                if k > 0:
-                    drafts, qs = propose(seq, k)
+                n_drafts = min(step_k, budget - 1)
+                if n_drafts > 0:
+                    drafts, qs = propose(seq, n_drafts)
                 n, prefill = 1 + len(drafts), False
             else:
                 n, prefill = self._prefill_chunk(seq, budget), True

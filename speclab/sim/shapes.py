@@ -65,11 +65,12 @@ MODEL_SHAPES: Final[dict[str, ModelShape]] = {
 
 
 def eagle_head(target: ModelShape, method: str) -> ModelShape:
-    """The draft head EAGLE (``eagle``) or EAGLE-3 (``eagle3``) attaches to ``target``.
+    """The draft head EAGLE (``eagle``), EAGLE-3 (``eagle3``) or an MTP module (``mtp``) adds to ``target``.
 
-    One decoder layer of the target's width, an input projection fusing 2 (EAGLE) or 3 (EAGLE-3)
-    hidden states, and an lm_head over the full or the reduced draft vocabulary; the token
-    embedding is the target's, so it is not counted again.
+    One decoder layer of the target's width, an input projection fusing 2 (EAGLE, MTP: the token
+    embedding and the hidden state) or 3 (EAGLE-3) hidden states, and an lm_head over the full or
+    the reduced draft vocabulary (an MTP module shares the target's, which each pass still reads);
+    the token embedding is the target's, so it is not counted again.
     """
     h = target.hidden_size
     fused = 3 if method == "eagle3" else 2

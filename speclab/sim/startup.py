@@ -21,9 +21,9 @@ from . import logs
 from .api import DEFAULT_MAX_MODEL_LEN, EngineConfig, EngineCore
 from .cli import ServerArgs, SpecConfigError, parse_args
 from .hardware import gpu_profile
-from .methods import modelled_as_note
 from .prom import SimMetrics
 from .server import SimServer
+from .spec_args import not_modelled_keys
 
 EngineFactory = Callable[[EngineConfig], EngineCore]
 SHUTDOWN_GRACE_S: Final = 2.0
@@ -82,6 +82,8 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
         return 1
     for flag in args.not_modelled:
         logs.warning(logs.SRC_ARGS, logs.not_modelled_line(flag))
+    for line in not_modelled_keys(args.engine.speculative) if args.engine.speculative else []:
+        logs.warning(logs.SRC_ARGS, line)
     logs.info(logs.SRC_API, "vLLM API server version 0.33.0 (speclab-sim)")
     host_shown = args.host or "0.0.0.0"
     try:
@@ -109,8 +111,7 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
         return 1
     max_model_len = args.engine.max_model_len or DEFAULT_MAX_MODEL_LEN
     _log_engine_facts(engine, max_model_len, time.perf_counter() - started)
-    note = modelled_as_note(args.engine.speculative.method) if args.engine.speculative else None
-    if note:
+    for note in getattr(engine, "notes", []):
         logs.warning(logs.SRC_SIM, note)
     port = sock.getsockname()[1]
     try:
