@@ -59,7 +59,7 @@ def test_misaligned_draft_drops_acceptance_but_stays_correct(greedy_spec_run: Ru
                       bundled_items())
     assert run.tokens == greedy_spec_run.tokens
     aligned = _acceptance(greedy_spec_run.finished, "")
-    assert _acceptance(run.finished, "") < 0.7 * aligned
+    assert _acceptance(run.finished, "") < 0.8 * aligned
 
 
 def test_lossy_verifier_breaks_greedy_equivalence(greedy_spec_run: Run) -> None:
