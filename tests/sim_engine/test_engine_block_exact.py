@@ -38,7 +38,8 @@ def _proposals(draft: SimLM, context: list[int], temperature: float, top_k: int,
                    else [int(x) for x in np.flatnonzero(q1)])
         for x2 in seconds:
             weight = 1.0 if greedy else float(q0[x1] * q1[x2])
-            out.append(([x1, x2], [None, None] if greedy else [q0, q1], weight))
+            qs: list[np.ndarray | None] = [None, None] if greedy else [q0, q1]
+            out.append(([x1, x2], qs, weight))
     return out
 
 
@@ -81,8 +82,8 @@ def test_two_token_law_of_a_block_step_is_the_targets(greedy: bool, temperature:
                 joint[key] = joint.get(key, 0.0) + weight * p_tau[0] * float(res0[a]) * float(pa[b])
     assert 0.01 < cut_somewhere < 0.99  # the drafts are really checked: blocks are cut and resampled
     assert float(np.abs(first - p0).max()) < 1e-12
-    support = [int(t) for t in np.flatnonzero(p0)]
-    for a, b in itertools.product(support, range(vocab)):
-        expected = float(p0[a]) * float(p_after(a)[b])
-        assert abs(joint.get((a, b), 0.0) - expected) < 1e-12, (a, b)
+    support: list[int] = [int(t) for t in np.flatnonzero(p0)]
+    for x, y in itertools.product(support, list(range(vocab))):
+        expected = float(p0[x]) * float(p_after(x)[y])
+        assert abs(joint.get((x, y), 0.0) - expected) < 1e-12, (x, y)
     assert abs(sum(joint.values()) - 1.0) < 1e-12
