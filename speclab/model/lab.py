@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .gateway import GatewaySection
+from .spec_options import SPEC_OPTION_KEYS, SpecOptions, SuffixOptions
 from .vllm_flags import REMOVED
 
 DraftMethod = Literal["draft_model", "eagle", "eagle3", "ngram", "mtp", "suffix"]
@@ -23,12 +24,14 @@ SchedulingPolicy = Literal["fcfs", "priority"]
 
 # Methods whose drafter is a separate checkpoint that must be named (and paired with the target).
 METHODS_WITH_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
+# Methods whose drafter is a head reading the target's hidden state (the simulator models it from the target).
+HEAD_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp"})
 # vLLM 0.33 refuses an explicit --async-scheduling with these (CPU drafters on the V1 runner).
 METHODS_WITHOUT_ASYNC: frozenset[str] = frozenset({"ngram", "suffix"})
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 # Settings `relaunch` may change on one variant while the others keep serving.
 RELAUNCH_KEYS: frozenset[str] = frozenset(
-    {"num_speculative_tokens", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill"}
+    {"num_speculative_tokens", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", *SPEC_OPTION_KEYS}
 )
 
 
@@ -43,7 +46,7 @@ class Target(_Strict):
     tokenizer: str | None = None  # local path to a tokenizer dir or tokenizer.json (hashed for pairing)
 
 
-class Draft(_Strict):
+class Draft(_Strict, SuffixOptions):
     method: DraftMethod
     model: str | None = None
     revision: str | None = None
@@ -62,13 +65,17 @@ class Draft(_Strict):
                              f"with {self.method!r})")
         if self.method in METHODS_WITH_DRAFT_MODEL and not self.model:
             raise ValueError(f"model: method {self.method!r} needs a draft model; set draft.model (and draft.sim_model)")
-        if self.model and not self.sim_model and self.method in METHODS_WITH_DRAFT_MODEL:
+        if self.model and not self.sim_model and self.method == "draft_model":
             raise ValueError(f"sim_model: draft.model {self.model!r} needs a simulator stand-in, e.g. 'sim-1b'")
+        if self.sim_model and self.method in HEAD_METHODS:
+            raise ValueError(f"sim_model: method {self.method!r} drafts with a head on the target's own state; the "
+                             "simulator builds it from target.sim_model, so remove draft.sim_model")
         if self.method != "ngram" and (self.prompt_lookup_min or self.prompt_lookup_max):
             raise ValueError("prompt_lookup_min: prompt_lookup_min/max apply only to method 'ngram'")
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if lo is not None and hi is not None and lo > hi:
             raise ValueError(f"prompt_lookup_min: {lo} must be <= prompt_lookup_max ({hi})")
+        self.check_suffix_options(self.method)
         return self
 
 
@@ -117,7 +124,7 @@ class ServerDefaults(_Settings):
     api_key_env: str | None = None
 
 
-class Variant(_Settings):
+class Variant(_Settings, SpecOptions):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
     speculative: bool = True
     num_speculative_tokens: int | None = Field(default=None, ge=1)
@@ -129,6 +136,7 @@ class Variant(_Settings):
             raise ValueError(f"num_speculative_tokens: variant {self.name!r} is speculative; set k >= 1")
         if not self.speculative and self.num_speculative_tokens is not None:
             raise ValueError(f"num_speculative_tokens: variant {self.name!r} is the baseline (speculative = false); remove it")
+        self.check_spec_options(self.name, self.speculative, self.num_speculative_tokens)
         return self
 
 
@@ -155,6 +163,7 @@ class Effective(BaseModel):
     extra_args: tuple[str, ...]
     env: dict[str, str]
     sim_faults: tuple[str, ...]
+    spec_options: dict[str, Any] = Field(default_factory=dict)  # more --speculative-config keys
 
 
 class Lab(_Strict):
@@ -178,6 +187,9 @@ class Lab(_Strict):
         speculative = [v.name for v in self.variants if v.speculative]
         if speculative and self.draft is None:
             raise ValueError(f"draft: variants {', '.join(speculative)} are speculative but the lab has no [draft] section")
+        for v in self.variants:
+            if self.draft is not None and v.speculative:
+                v.check_with_draft(v.name, self.draft.method, self.draft.use_heterogeneous_vocab)
         if self.draft is not None and self.draft.method in METHODS_WITHOUT_ASYNC:
             for i, v in enumerate(self.variants):
                 if v.speculative and (v.async_scheduling or (v.async_scheduling is None and self.server.async_scheduling)):
@@ -270,6 +282,7 @@ class Lab(_Strict):
             extra_args=(*s.extra_args, *v.extra_args),
             env={**s.env, **v.env},
             sim_faults=tuple(v.sim_faults),
+            spec_options={**(self.draft.suffix_keys() if self.draft and v.speculative else {}), **v.spec_keys()},
         )
 
     def _shared_share(self) -> float:

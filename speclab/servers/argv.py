@@ -1,8 +1,9 @@
 """The one place that turns a lab variant into a `vllm serve` (or simulator) command line.
 
 vLLM 0.33 flags only (``speclab.model.vllm_flags.EMITTED``), speculation as one JSON
-``--speculative-config``, loopback host, per-request metrics on. The simulator gets the same flags
-with the simulator stand-in model names, plus its own ``--sim-*`` flags, so what is measured on a
+``--speculative-config`` (k schedule, drafting and rejection methods included), loopback host,
+per-request metrics on (spec-decode metrics ``detailed``). The simulator gets the same flags with
+the simulator stand-in model names, plus its own ``--sim-*`` flags, so what is measured on a
 laptop is launched the same way as on a GPU host. The API key never appears in argv: it travels
 in ``VLLM_API_KEY`` (see :func:`server_env`).
 """
@@ -20,6 +21,8 @@ from speclab.model.lab import Effective, Lab, Variant
 
 Engine = Literal["vllm", "sim"]
 SIM_MODULE = "speclab.sim"
+# Per-step drafted and accepted counts ride with every response, so acceptance can be read per k used.
+SPEC_DECODE_METRICS = "detailed"
 REDACTED = "***"
 _SECRET_FLAGS = frozenset({"--api-key", "--hf-token"})
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH)", re.IGNORECASE)
@@ -35,10 +38,11 @@ def speculative_config(lab: Lab, eff: Effective, engine: Engine) -> dict[str, An
         return None
     d = lab.draft
     config: dict[str, Any] = {"method": d.method}
-    draft_model = d.sim_model if engine == "sim" else d.model
+    draft_model = d.sim_model if engine == "sim" and d.method == "draft_model" else d.model
     if draft_model and d.method not in ("ngram", "suffix"):
         config["model"] = draft_model
     config["num_speculative_tokens"] = eff.num_speculative_tokens
+    config.update(eff.spec_options)
     if engine == "vllm" and d.revision and draft_model:
         config["revision"] = d.revision
     if d.use_heterogeneous_vocab:
@@ -94,7 +98,7 @@ def build_argv(
     spec = speculative_config(lab, eff, engine)
     if spec is not None:
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    argv += ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary"]
+    argv += ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", SPEC_DECODE_METRICS]
     argv.append("--enable-force-include-usage")
     argv += list(eff.extra_args)
     if engine == "sim":

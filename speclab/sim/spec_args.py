@@ -119,6 +119,30 @@ def _suffix(cfg: dict[str, Any]) -> SuffixSettings:
     return settings
 
 
+def _schedule(raw: Any) -> list[tuple[int, int, int]] | None:
+    """pydantic's check of ``list[tuple[int, int, int]]`` first, then vLLM's scheduler-time rules.
+
+    An empty list passes both and means no schedule (vLLM builds no lookup for it).
+    """
+    if raw is None or raw == []:
+        return None
+    field = "num_speculative_tokens_per_batch_size"
+    head = f"1 validation error for SpeculativeConfig\n{field}"
+    if not isinstance(raw, list):
+        raise SpecConfigError(f"{head}\n  Input should be a valid list")
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, list):
+            raise SpecConfigError(f"{head}.{i}\n  Input should be a valid tuple")
+        if len(entry) > 3:
+            raise SpecConfigError(f"{head}.{i}\n  Tuple should have at most 3 items after validation, not {len(entry)}")
+        if len(entry) < 3:
+            raise SpecConfigError(f"{head}.{i}.{len(entry)}\n  Field required")
+        for j, value in enumerate(entry):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise SpecConfigError(f"{head}.{i}.{j}\n  Input should be a valid integer")
+    return sd.normalize_schedule(raw)
+
+
 def spec_config_from_json(raw: Any) -> SpecConfig:
     """Validate a ``--speculative-config`` mapping like vLLM 0.33's SpeculativeConfig."""
     if not isinstance(raw, dict):
@@ -176,8 +200,7 @@ def spec_config_from_json(raw: Any) -> SpecConfig:
     try:
         fly_window = sd.check_rejection_settings(rejection, k, rates=rates, length=length, fly_window_size=fly_window)
         resolved = sd.resolve_synthetic_rates(k, rates, length) if rejection == "synthetic" else None
-        schedule = cfg.get("num_speculative_tokens_per_batch_size")
-        per_batch = sd.normalize_schedule(schedule) if schedule is not None else None
+        per_batch = _schedule(cfg.get("num_speculative_tokens_per_batch_size"))
     except (ValueError, TypeError) as exc:
         raise SpecConfigError(str(exc)) from None
     if rejection == "fly":

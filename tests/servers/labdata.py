@@ -21,8 +21,8 @@ BASE: dict[str, Any] = {
 
 DRAFTS: dict[str, dict[str, Any]] = {
     "draft_model": BASE["draft"],
-    "eagle": {"method": "eagle", "model": "org/eagle-head", "revision": "e1", "sim_model": "sim-0.5b"},
-    "eagle3": {"method": "eagle3", "model": "org/eagle3-head", "revision": "e3", "sim_model": "sim-0.5b"},
+    "eagle": {"method": "eagle", "model": "org/eagle-head", "revision": "e1"},
+    "eagle3": {"method": "eagle3", "model": "org/eagle3-head", "revision": "e3"},
     "ngram": {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4},
     "mtp": {"method": "mtp"},
     "suffix": {"method": "suffix"},
@@ -67,3 +67,33 @@ def flag_variety_labs() -> list[Lab]:
         method_lab("ngram", async_scheduling=False),
         make_lab(target={"model": "org/target-8b", "revision": "r1", "sim_model": "sim-8b", "tokenizer": "/tmp/tok"}),
     ]
+
+
+def spec_variety_labs() -> list[Lab]:
+    """Labs that between them set every vLLM 0.33 speculative knob beyond k the builder can emit."""
+    variants: list[dict[str, Any]] = [
+        {"name": "baseline", "speculative": False},
+        {"name": "sched", "num_speculative_tokens": 4,
+         "num_speculative_tokens_per_batch_size": [[1, 16, 4], [17, 64, 2], [65, 1024, 0]]},
+        {"name": "block", "num_speculative_tokens": 3, "rejection_sample_method": "block",
+         "draft_sample_method": "probabilistic"},
+        {"name": "synth", "num_speculative_tokens": 4, "rejection_sample_method": "synthetic",
+         "synthetic_acceptance_length": 2.5},
+        {"name": "synthr", "num_speculative_tokens": 3, "rejection_sample_method": "synthetic",
+         "synthetic_acceptance_rates": [0.9, 0.6, 0.3]},
+        {"name": "fly", "num_speculative_tokens": 5, "rejection_sample_method": "fly", "fly_window_size": 2,
+         "fly_entropy_threshold": 0.5, "fly_entropy_top_k": 4},
+        {"name": "greedy", "num_speculative_tokens": 2, "draft_sample_method": "greedy",
+         "rejection_sample_method": "standard"},
+    ]
+    suffix = lab_dict(draft={"method": "suffix", "suffix_decoding_max_tree_depth": 16,
+                             "suffix_decoding_max_cached_requests": 100, "suffix_decoding_max_spec_factor": 2.0,
+                             "suffix_decoding_min_token_prob": 0.2})
+    suffix.pop("pair")
+    heads = lab_dict(draft=copy.deepcopy(DRAFTS["eagle3"]), variants=[
+        {"name": "baseline", "speculative": False},
+        {"name": "k3", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 8, 3], [9, 512, 1]],
+         "draft_sample_method": "probabilistic", "rejection_sample_method": "fly"}])
+    heads.pop("pair")
+    return [Lab.model_validate(lab_dict(name="knobs", variants=variants)), Lab.model_validate(suffix),
+            Lab.model_validate(heads)]

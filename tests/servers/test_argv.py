@@ -11,7 +11,8 @@ from speclab.servers.argv import build_argv, redact_argv, render_show_lines, ser
 
 from .labdata import DRAFTS, bundled_labs, flag_variety_labs, make_lab, method_lab
 
-COMMON_TAIL = ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary", "--enable-force-include-usage"]
+COMMON_TAIL = ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed",
+               "--enable-force-include-usage"]
 
 
 def head(model: str, name: str, port: int) -> list[str]:
@@ -36,8 +37,8 @@ EXPECTED_SPEC = {
 }
 EXPECTED_SIM_SPEC = {
     "draft_model": '{"method":"draft_model","model":"sim-1b","num_speculative_tokens":3}',
-    "eagle": '{"method":"eagle","model":"sim-0.5b","num_speculative_tokens":3}',
-    "eagle3": '{"method":"eagle3","model":"sim-0.5b","num_speculative_tokens":3}',
+    "eagle": '{"method":"eagle","model":"org/eagle-head","num_speculative_tokens":3}',
+    "eagle3": '{"method":"eagle3","model":"org/eagle3-head","num_speculative_tokens":3}',
     "ngram": '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}',
     "mtp": '{"method":"mtp","num_speculative_tokens":3}',
     "suffix": '{"method":"suffix","num_speculative_tokens":3}',

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from speclab.model import speculative as sd
 from speclab.model.lab import Lab
 from speclab.model.vllm_flags import EMITTED, OTHER_KNOWN, REMOVED, SHORT_ALIASES
 from speclab.servers.argv import build_argv, speculative_config
+from speclab.sim.spec_args import SpecConfigError, spec_config_from_json
 
-from .labdata import DRAFTS, bundled_labs, flag_variety_labs, method_lab
+from .labdata import DRAFTS, bundled_labs, flag_variety_labs, method_lab, spec_variety_labs
 from .regen_vllm_flags import HERE, render, venv_python
 
 pytestmark = pytest.mark.vllm_parser
@@ -43,7 +45,7 @@ def _probe(mode: str, payload: Any = None) -> Any:
 
 
 def _all_commands() -> list[tuple[str, Lab, str]]:
-    labs = [*bundled_labs(), *(method_lab(m) for m in sorted(DRAFTS)), *flag_variety_labs()]
+    labs = [*bundled_labs(), *(method_lab(m) for m in sorted(DRAFTS)), *flag_variety_labs(), *spec_variety_labs()]
     return [(f"{lab.name}/{v}", lab, v) for lab in labs for v in lab.variant_names]
 
 
@@ -67,7 +69,7 @@ def test_every_emitted_argv_parses(parsed: dict[str, Any]) -> None:
         assert values["host"] == "127.0.0.1"
         assert values["speculative_config"] == speculative_config(lab, eff, "vllm"), label
         assert values["enable_per_request_metrics"] is True
-        assert values["per_request_spec_decode_metrics"] == "summary"
+        assert values["per_request_spec_decode_metrics"] == "detailed"
         assert values["enable_force_include_usage"] is True
         assert values["enable_chunked_prefill"] == eff.enable_chunked_prefill
         assert values["async_scheduling"] == eff.async_scheduling
@@ -93,3 +95,67 @@ def test_committed_flag_tables_match_the_parser(parsed: dict[str, Any]) -> None:
     # the generated block is exactly what the regenerator writes now
     source = (Path(__file__).resolve().parents[2] / "speclab/model/vllm_flags.py").read_text()
     assert render(tables, set(EMITTED)) in source
+
+
+# Configs vLLM 0.33 refuses; the simulator must refuse each in vLLM's own words.
+REFUSED: list[dict[str, Any]] = [
+    {"rejection_sample_method": "synthetic"},
+    {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.9, 0.8]},
+    {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.8, 0.1, 0.0]},
+    {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [1.5, 0.8, 0.1, 0.0]},
+    {"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 6.0},
+    {"synthetic_acceptance_length": 2.0},
+    {"rejection_sample_method": "fly", "num_speculative_tokens": 1},
+    {"rejection_sample_method": "fly", "fly_window_size": 4},
+]
+BAD_SCHEDULES: list[Any] = [[[2, 8, 3]], [[1, 8, 3], [8, 16, 2]], [[1, 8, 3, 1]], [[1, 8, -1]], [[5, 1, 2]],
+                             [[1, 2]], [[1, "a", 2]]]
+
+
+@pytest.fixture(scope="module")
+def spec_verdicts(parsed: dict[str, Any]) -> dict[str, Any]:
+    emitted = [(label, r["values"]["speculative_config"], r["values"].get("max_num_seqs"))
+               for (label, _, _), r in zip(parsed["commands"], parsed["results"], strict=True)
+               if r["values"].get("speculative_config")]
+    refused = [{"method": "draft_model", "model": "m", "num_speculative_tokens": 4, **extra} for extra in REFUSED]
+    items = [{"config": cfg, "max_num_seqs": seqs} for _, cfg, seqs in emitted]
+    items += [{"config": cfg} for cfg in refused]
+    items += [{"config": {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": b}} for b in BAD_SCHEDULES]
+    verdicts = _probe("spec", items)
+    return {"emitted": list(zip(emitted, verdicts[: len(emitted)], strict=True)),
+            "refused": list(zip(refused, verdicts[len(emitted): len(emitted) + len(refused)], strict=True)),
+            "schedules": list(zip(BAD_SCHEDULES, verdicts[len(emitted) + len(refused):], strict=True)),
+            "fields": _probe("spec_fields")}
+
+
+def test_every_emitted_speculative_config_passes_vllms_own_validators(spec_verdicts: dict[str, Any]) -> None:
+    keys_seen: set[str] = set()
+    for (label, cfg, seqs), verdict in spec_verdicts["emitted"]:
+        assert verdict["ok"], f"{label}: vLLM 0.33 refused {cfg}: {verdict['error']}"
+        keys_seen |= set(cfg)
+        ours = spec_config_from_json(cfg)  # the simulator resolves the same settings to the same values
+        assert ours.synthetic_acceptance_rates == verdict["synthetic_acceptance_rates"], label
+        if cfg.get("rejection_sample_method") == "fly":
+            assert ours.fly_window_size == verdict["fly_window_size"], label
+        if ours.per_batch_size is not None:
+            k = ours.num_speculative_tokens
+            assert sd.dense_schedule(ours.per_batch_size, seqs or 256, k) == verdict["dense"], label
+    assert {"num_speculative_tokens_per_batch_size", "rejection_sample_method", "draft_sample_method",
+            "synthetic_acceptance_rates", "synthetic_acceptance_length", "fly_window_size",
+            "suffix_decoding_max_tree_depth"} <= keys_seen
+
+
+def test_what_vllm_refuses_the_simulator_refuses_in_its_words(spec_verdicts: dict[str, Any]) -> None:
+    cases = [*spec_verdicts["refused"],
+             *(({"method": "draft_model", "model": "m", "num_speculative_tokens": 4,
+                 "num_speculative_tokens_per_batch_size": b}, v) for b, v in spec_verdicts["schedules"])]
+    for cfg, verdict in cases:
+        assert not verdict["ok"], cfg
+        with pytest.raises(SpecConfigError) as info:
+            spec_config_from_json(cfg)
+        assert str(info.value) in verdict["error"], (cfg, verdict["error"])
+
+
+def test_the_simulators_key_tables_are_vllms_fields(spec_verdicts: dict[str, Any]) -> None:
+    ours = sd.SPEC_KEYS_MODELLED | sd.SPEC_KEYS_NOT_MODELLED | sd.SPEC_KEYS_INTERNAL
+    assert ours == set(spec_verdicts["fields"])

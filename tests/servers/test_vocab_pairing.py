@@ -60,8 +60,7 @@ def test_heterogeneous_vocab_reaches_both_engines_and_only_draft_model_takes_it(
         argv = build_argv(lab, "k3", engine=engine, port=8000)  # type: ignore[arg-type]
         spec = json.loads(argv[argv.index("--speculative-config") + 1])
         assert spec["use_heterogeneous_vocab"] is True
-    eagle = {"method": "eagle3", "model": "org/head", "revision": "e", "sim_model": "sim-0.5b",
-             "use_heterogeneous_vocab": True}
+    eagle = {"method": "eagle3", "model": "org/head", "revision": "e", "use_heterogeneous_vocab": True}
     with pytest.raises(ValueError, match="use_heterogeneous_vocab: only method 'draft_model'"):
         Lab.model_validate(lab_dict(draft=eagle))
 

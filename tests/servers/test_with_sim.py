@@ -87,9 +87,8 @@ async def test_fake_vllm_drives_the_vllm_path(tmp_path: Path, monkeypatch: pytes
          "Unknown model 'nope-8b'"),
         (make_lab(server={"gpu_memory_utilization": 0.25, "max_model_len": 32768}), "CUDA out of memory",
          "KV cache is needed, which is larger than the available KV cache memory"),
-        (method_lab("mtp"), "engine crashed", "ValueError: speculative method 'mtp' is not modelled by the simulator"),
     ],
-    ids=["unknown-model", "kv-cache-too-small", "unmodelled-method"],
+    ids=["unknown-model", "kv-cache-too-small"],
 )
 async def test_simulator_start_failures_are_named(lab: Lab, cause: str, evidence: str, tmp_path: Path) -> None:
     mgr = ServerManager(lab, "sim", log_dir=tmp_path, ready_timeout=60, grace_s=5)
@@ -100,8 +99,8 @@ async def test_simulator_start_failures_are_named(lab: Lab, cause: str, evidence
     assert evidence in message
 
 
-@pytest.mark.parametrize("method", ["eagle3", "suffix"])
-async def test_methods_without_their_own_simulator_drafter_run_on_a_stand_in(method: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["eagle3", "mtp", "suffix"])
+async def test_heads_and_suffix_decoding_draft_on_the_simulator(method: str, tmp_path: Path) -> None:
     mgr = ServerManager(method_lab(method), "sim", log_dir=tmp_path, ready_timeout=60, grace_s=5)
     try:
         k3 = (await mgr.start(["k3"]))["k3"]
@@ -110,6 +109,8 @@ async def test_methods_without_their_own_simulator_drafter_run_on_a_stand_in(met
         async with aiohttp.ClientSession() as s, s.post(f"{k3.base_url}/v1/completions", json=body) as r:
             out = await r.json()
         assert out["metrics"]["speculative_decoding"]["num_spec_steps"] >= 1
-        assert f"speculative method '{method}' is modelled by the simulator as" in "\n".join(k3.log_tail)
+        if method != "suffix":  # a head: said to be modelled on the target's own state
+            assert f"speculative method '{method}'" in "\n".join(k3.log_tail)
+            assert "on sim-8b's own state" in "\n".join(k3.log_tail)
     finally:
         await mgr.stop()

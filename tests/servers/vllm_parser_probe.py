@@ -3,7 +3,10 @@
 ``probe.py parse`` reads a JSON list of argv lists (each without the leading ``vllm serve``) on
 stdin and prints, per argv, whether vLLM's own `vllm serve` parser accepts it, the error text if
 not, and the parsed values speclab cares about. ``probe.py flags`` prints every option the parser
-knows, with whether it takes a value. One process pays the ~7 s import once.
+knows, with whether it takes a value. ``probe.py spec`` reads ``[{"config": {...}, "max_num_seqs": N}]``
+and runs each speculative config through vLLM's own ``SpeculativeConfig`` validators and the
+scheduler's dense k lookup; ``probe.py spec_fields`` lists SpeculativeConfig's fields. One process
+pays the ~7 s import once.
 """
 
 from __future__ import annotations
@@ -67,8 +70,54 @@ def flags() -> dict[str, dict[str, object]]:
     return {"flags": table, "aliases": aliases}
 
 
+# Keys that need the draft checkpoint loaded (or method draft_model) to be checked; left out of the
+# method-independent check, which stands prompt lookup in for the drafter.
+_DRAFT_ONLY = {"model", "method", "revision", "code_revision", "quantization", "use_heterogeneous_vocab",
+               "draft_tensor_parallel_size", "max_model_len", "prompt_lookup_min", "prompt_lookup_max"}
+
+
+def spec(items: list[dict]) -> list[dict]:
+    """vLLM's verdict on each config's method-independent settings, and what it resolves them to."""
+    import vllm.config.speculative as spec_module
+    from vllm.config.speculative import SpeculativeConfig
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    spec_module.has_arctic_inference = lambda: True  # only the suffix bounds are checked, not the library
+    fields = set(SpeculativeConfig.__pydantic_fields__)
+    out = []
+    for item in items:
+        cfg = item["config"]
+        unknown = sorted(set(cfg) - fields)
+        if unknown:
+            out.append({"ok": False, "error": f"not SpeculativeConfig fields: {unknown}"})
+            continue
+        kept = {k: v for k, v in cfg.items() if k not in _DRAFT_ONLY}
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                sc = SpeculativeConfig(method="ngram", **kept)
+                if cfg.get("method") == "suffix":
+                    sc._validate_suffix_decoding()
+                dense = None
+                if sc.num_speculative_tokens_per_batch_size:
+                    dense = build_dynamic_sd_schedule_lookup(sc.num_speculative_tokens_per_batch_size,
+                                                             vllm_max_batch_size=item.get("max_num_seqs") or 256,
+                                                             vllm_num_speculative_tokens=sc.num_speculative_tokens)
+        except Exception as exc:  # vLLM's own refusal, reported
+            out.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        out.append({"ok": True, "synthetic_acceptance_rates": sc.synthetic_acceptance_rates,
+                    "fly_window_size": sc.fly_window_size, "dense": dense})
+    return out
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "parse":
         print(json.dumps(parse(json.load(sys.stdin))))
+    elif sys.argv[1] == "spec":
+        print(json.dumps(spec(json.load(sys.stdin))))
+    elif sys.argv[1] == "spec_fields":
+        from vllm.config.speculative import SpeculativeConfig
+
+        print(json.dumps(sorted(SpeculativeConfig.__pydantic_fields__)))
     else:
         print(json.dumps(flags(), sort_keys=True))

@@ -58,10 +58,10 @@ def test_fly_window_defaults_and_warns_lossy() -> None:
     ({"fly_entropy_top_k": 0}, "greater than or equal to 1"),
     ({"num_speculative_tokens_per_batch_size": [[2, 8, 3]]}, "The first batch-size range must start at 1"),
     ({"num_speculative_tokens_per_batch_size": [[1, 8, 3], [8, 16, 2]]}, "must be non-overlapping and sorted"),
-    ({"num_speculative_tokens_per_batch_size": [[1, 8, 3, 1]]}, "must be a 3-item sequence"),
+    ({"num_speculative_tokens_per_batch_size": [[1, 8, 3, 1]]}, "Tuple should have at most 3 items"),
+    ({"num_speculative_tokens_per_batch_size": [[1, 8]]}, r"num_speculative_tokens_per_batch_size.0.2\n  Field required"),
     ({"num_speculative_tokens_per_batch_size": [[1, 8, -1]]}, "values must be >= 0"),
     ({"num_speculative_tokens_per_batch_size": [[5, 1, 2]]}, "start must be <= end"),
-    ({"num_speculative_tokens_per_batch_size": []}, "must not be empty"),
     ({"use_heterogeneous_vocab": True, "draft_sample_method": "probabilistic"},
      "use_heterogeneous_vocab currently only supports greedy draft sampling"),
 ])
@@ -86,6 +86,7 @@ def test_suffix_defaults_k_and_checks_its_bounds() -> None:
 def test_schedule_is_normalized_and_vllms_v1_fallbacks_are_warned() -> None:
     s = spec_config_from_json({**DRAFT, "num_speculative_tokens_per_batch_size": [[17, 64, 2], [1, 16, 4]]})
     assert s.per_batch_size == [(1, 16, 4), (17, 64, 2)] and s.notes == []
+    assert spec_config_from_json({**DRAFT, "num_speculative_tokens_per_batch_size": []}).per_batch_size is None
     clamp = spec_config_from_json({**DRAFT, "num_speculative_tokens_per_batch_size": [[1, 8, 6]]})
     assert any("vLLM clamps them to 4" in n for n in clamp.notes)
     suffix = spec_config_from_json({"method": "suffix", "num_speculative_tokens": 4,
