@@ -5,6 +5,9 @@ the first differing position is reported with both tokens and the context before
 output is only distribution-preserving, so the two arms' first output tokens are compared with
 a homogeneity test over many samples. Both comparisons are only meaningful when the two arms were
 sent exactly the same sampling parameters, so that is checked first and a mismatch fails alone.
+On real GPUs that are not batch-invariant the greedy comparison is ``equivalence_real``'s
+tolerance against the baseline's own noise floor. A variant whose rejection method is lossy by
+design (synthetic, FLy) fails whatever its outputs, and is told why.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Final, Literal
 from speclab.model.gates import EquivalenceGate
 from speclab.model.records import RequestRecord
 
+from .equivalence_real import evaluate_tolerance
 from .result import EQUIVALENCE, StageResult
 from .tokenizer_alignment import first_difference
 
@@ -182,17 +186,41 @@ def evaluate_equivalence(
     greedy: Mapping[str, Mapping[str, RequestRecord]] | None = None,
     sampled: Mapping[str, Mapping[str, Sequence[RequestRecord]]] | None = None,
     decode: Decode | None = None,
+    lossy: Mapping[str, str] | None = None,
+    comparison: tuple[str, str] = ("exact", "greedy outputs must be identical"),
+    noise: Mapping[str, RequestRecord] | None = None,
 ) -> StageResult:
     """The equivalence stage (exit 12).
 
     ``greedy``: variant -> case id -> record at temperature 0. ``sampled``: variant -> prompt key
     -> the T>0 samples in send order (sample i of every arm had the same seed). The distribution
     test runs per prompt; its threshold is Bonferroni-corrected over the prompts tested.
+    ``lossy``: variant -> why its rejection method is lossy. ``comparison``: (``exact`` or
+    ``tolerance``, why); under ``tolerance`` ``noise`` is the baseline's second greedy run at another
+    batch size and every record carries logprobs.
     """
     failures: list[str] = []
     details: list[str] = []
-    metrics: dict[str, Any] = {"mode": settings.mode}
-    if settings.greedy:
+    mode, why = comparison
+    metrics: dict[str, Any] = {"mode": settings.mode, "comparison": mode, "comparison_reason": why}
+    details.append(f"greedy comparison: {mode} ({why})")
+    for variant, note in (lossy or {}).items():
+        failures.append(f"{variant}: {note}; equivalence needs a lossless rejection_sample_method (standard or block)")
+    if settings.greedy and mode == "tolerance":
+        if not greedy or baseline not in greedy or noise is None:
+            failures.append(f"greedy: no greedy responses from the baseline {baseline!r} at two batch sizes")
+        else:
+            for variant, records in greedy.items():
+                for case_id, base in greedy[baseline].items():
+                    spec = records.get(case_id)
+                    if variant != baseline and spec is not None:
+                        failures.extend(sampling_mismatches(base, spec, f"greedy {variant} {case_id}"))
+            more, lines, extra = evaluate_tolerance(
+                settings, baseline, greedy[baseline], noise, {v: r for v, r in greedy.items() if v != baseline})
+            failures.extend(more)
+            details.extend(lines)
+            metrics.update(extra)
+    elif settings.greedy:
         if not greedy or baseline not in greedy:
             failures.append(f"greedy: no greedy responses from the baseline {baseline!r}")
         else:
@@ -262,7 +290,7 @@ def evaluate_equivalence(
         metrics["p_values"] = p_values
         metrics["distribution_failures"] = len(failures) - failures_before
     summary = (
-        f"equivalence ({settings.mode}): {len(failures)} problems" if failures
-        else f"equivalence ({settings.mode}): speculative output matches the baseline"
+        f"equivalence ({settings.mode}, {mode}): {len(failures)} problems" if failures
+        else f"equivalence ({settings.mode}, {mode}): speculative output matches the baseline"
     )
     return StageResult.of(EQUIVALENCE, failures, summary, details, metrics)

@@ -42,9 +42,23 @@ class GoldenGate(_Strict):
 
 
 class EquivalenceGate(_Strict):
-    """Greedy: identical token ids. Distribution: a homogeneity test on the first tokens at T>0."""
+    """Greedy: identical token ids. Distribution: a homogeneity test on the first tokens at T>0.
+
+    ``comparison`` says how greedy outputs are compared. ``exact`` (the simulator, or vLLM in its
+    batch-invariant mode, ``VLLM_BATCH_INVARIANT=1``) wants identical ids; ``tolerance`` (vLLM on real
+    kernels, which are not batch-invariant) measures the baseline against itself at two batch sizes
+    and accepts a divergence only where the baseline's own top two tokens nearly tie, past
+    ``min_divergence_position``, with logprobs on the common prefix within the noise floor.
+    ``auto`` picks by engine.
+    """
 
     mode: Literal["greedy", "distribution", "both"] = "both"
+    comparison: Literal["auto", "exact", "tolerance"] = "auto"
+    min_divergence_position: int = Field(default=8, ge=0)
+    max_tie_margin: float = Field(default=0.1, gt=0.0)  # nats between the baseline's top two at a divergence
+    min_logprob_tolerance: float = Field(default=0.02, gt=0.0)  # nats, the least the noise floor is allowed
+    noise_factor: float = Field(default=2.0, ge=1.0)  # allowed logprob drift = factor x the noise floor's
+    max_extra_divergent_pct: Percent = 10.0  # divergent outputs over the noise floor's share, in points
     samples: int = Field(default=200, ge=10)
     # The first token comes from prefill; speculation starts at the second, so 1 cannot see its drift.
     first_tokens: int = Field(default=4, ge=1, le=8)

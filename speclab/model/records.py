@@ -75,6 +75,8 @@ class RequestRecord:
     tenant: str | None = None
     route: str | None = None
     backend: str | None = None
+    # Where logprobs were asked for: per output token {"token": text, "logprob": float, "top": {text: logprob}}.
+    output_logprobs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

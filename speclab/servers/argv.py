@@ -166,6 +166,9 @@ def render_show_lines(lab: Lab, *, engine_available: str, python: str = "python"
     ports = show_ports(lab)
     key_env = {"VLLM_API_KEY": f"${lab.server.api_key_env}"} if lab.server.api_key_env else {}
     lines = [f"# lab {lab.name}: vLLM 0.33 command per variant"]
+    for variant in lab.variants:
+        if variant.lossy_note:
+            lines.append(f"# WARNING {variant.name}: {variant.lossy_note}; the equivalence gate fails it")
     for name in lab.variant_names:
         argv = build_argv(lab, name, engine="vllm", port=ports[name])
         env = server_env(lab, name, engine="vllm")

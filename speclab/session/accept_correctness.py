@@ -11,11 +11,12 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from speclab.gates.equivalence import Decode, evaluate_equivalence
+from speclab.gates.equivalence_real import comparison_mode, logprob_request
 from speclab.gates.golden import GoldenCase, evaluate_golden
 from speclab.gates.result import STRUCTURED, TOKENIZER_ALIGNMENT, StageResult
 from speclab.gates.structured import FallbackLedger, evaluate_structured
 from speclab.gates.tokenizer_alignment import alignment_result, compare_tokenizers
-from speclab.model.lab import Lab
+from speclab.model.lab import HEAD_METHODS, Lab
 from speclab.model.records import RequestRecord
 from speclab.servers.pairing import SIM_MODELS_DIR, tokenizer_file
 from speclab.traffic.schedule import PlannedRequest, build_plan
@@ -35,6 +36,8 @@ def tokenizer_dirs(lab: Lab, simulated: bool) -> tuple[Path, Path] | str:
     if draft is None or not draft.model:
         method = draft.method if draft else "none"
         return f"no separate draft checkpoint (method {method}): nothing to align"
+    if draft.method in HEAD_METHODS:
+        return f"method {draft.method} drafts with a head over the target's own vocabulary: nothing to align"
     if simulated:
         if not draft.sim_model:
             return "the draft has no simulator stand-in (draft.sim_model)"
@@ -83,9 +86,38 @@ def distribution_cases(cases: list[GoldenCase], count: int) -> list[GoldenCase]:
     return (first + rest)[:count]
 
 
+async def _greedy_with_logprobs(ctx: AcceptContext) -> tuple[dict[str, dict[str, RequestRecord]],
+                                                              dict[str, RequestRecord]]:
+    """The golden cases greedily with logprobs: every variant as usual, and the baseline once more
+    one request at a time (the noise floor's other batch size)."""
+    def requests(tag: str, variant: str) -> list[PlannedRequest]:
+        out = []
+        for case in ctx.golden_cases:
+            endpoint = "chat" if case.messages is not None else "completions"
+            sampling = {"max_tokens": case.max_tokens or 64, "temperature": 0.0, "seed": ctx.seed,
+                        **logprob_request(endpoint)}
+            out.append(case_request(case, f"{tag}-{variant}-{case.id}", sampling))
+        return out
+
+    together = await ctx.send({v: requests("greedy-lp", v) for v in ctx.variants}, in_flight=len(ctx.golden_cases))
+    alone = await ctx.send({ctx.baseline: requests("greedy-lp1", ctx.baseline)}, in_flight=1)
+    by_case = {v: {c.id: r for c, r in zip(ctx.golden_cases, recs, strict=True)} for v, recs in together.items()}
+    noise = dict(by_case[ctx.baseline])
+    by_case[ctx.baseline] = {c.id: r for c, r in zip(ctx.golden_cases, alone[ctx.baseline], strict=True)}
+    return by_case, noise
+
+
 async def equivalence_stage(ctx: AcceptContext) -> StageResult:
     settings = ctx.profile.equivalence
-    greedy = await ctx.golden() if settings.greedy else None
+    comparison = comparison_mode(settings.comparison, simulated=ctx.engine.simulated,
+                                 server_envs=[ctx.lab.effective(v).env for v in ctx.variants])
+    lossy = {v: note for v in ctx.variants if (note := ctx.lab.variant(v).lossy_note)}
+    greedy: dict[str, dict[str, RequestRecord]] | None = None
+    noise: dict[str, RequestRecord] | None = None
+    if settings.greedy and comparison[0] == "tolerance":
+        greedy, noise = await _greedy_with_logprobs(ctx)
+    elif settings.greedy:
+        greedy = await ctx.golden()
     sampled: dict[str, dict[str, list[RequestRecord]]] | None = None
     if settings.distribution:
         cases = distribution_cases(ctx.golden_cases, settings.prompts)
@@ -101,7 +133,8 @@ async def equivalence_stage(ctx: AcceptContext) -> StageResult:
         for v, records in sent.items():
             for case in cases:
                 sampled[v][case.id] = [r for r in records if r.request_id.startswith(f"dist-{v}-{case.id}-")]
-    result = evaluate_equivalence(settings, ctx.baseline, greedy=greedy, sampled=sampled, decode=_decoder(ctx))
+    result = evaluate_equivalence(settings, ctx.baseline, greedy=greedy, sampled=sampled, decode=_decoder(ctx),
+                                  lossy=lossy, comparison=comparison, noise=noise)
     if sampled is not None:
         result.metrics["distribution_prompts"] = list(next(iter(sampled.values())).keys())
         result.metrics["samples_per_arm"] = settings.samples

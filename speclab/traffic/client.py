@@ -273,6 +273,9 @@ class _Stream:
             rec.chunk_tokens.append(n)
         if text:
             self.texts.append(text)
+        logprobs = choice.get("logprobs")
+        if logprobs:
+            rec.output_logprobs.extend(_logprob_entries(logprobs))
         reason = choice.get("finish_reason")
         if reason is not None:
             rec.finish_reason = reason
@@ -307,3 +310,17 @@ class _Stream:
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _logprob_entries(logprobs: Any) -> list[dict[str, Any]]:
+    """One chunk's logprobs as entries: chat's ``content`` list, or completions' parallel lists."""
+    if not isinstance(logprobs, dict):
+        return []
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        return [{"token": e.get("token"), "logprob": e.get("logprob"),
+                 "top": {t.get("token"): t.get("logprob") for t in e.get("top_logprobs") or []}}
+                for e in content if isinstance(e, dict)]
+    tokens, values = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    return [{"token": t, "logprob": v, "top": dict(top or {})} for t, v, top in zip(tokens, values, tops, strict=False)]

@@ -148,3 +148,14 @@ def test_show_lines_for_default_lab() -> None:
     on_gpu = render_show_lines(lab, engine_available="vllm")
     assert on_gpu[-1] == "# this machine runs the vLLM lines above"
     assert len(on_gpu) == len(lab.variants) + 2
+
+
+def test_lab_show_warns_on_lossy_rejection_methods() -> None:
+    from .labdata import spec_variety_labs
+
+    knobs = spec_variety_labs()[0]
+    lines = render_show_lines(knobs, engine_available="sim: no GPU")
+    warnings = [line for line in lines if line.startswith("# WARNING")]
+    assert [w.split(":")[0] for w in warnings] == ["# WARNING synth", "# WARNING synthr", "# WARNING fly"]
+    assert all("lossy" in w and "the equivalence gate fails it" in w for w in warnings)
+    assert not [line for line in render_show_lines(make_lab(), engine_available="sim") if "WARNING" in line]
