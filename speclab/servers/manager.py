@@ -21,6 +21,7 @@ import aiohttp
 from speclab.model.errors import InputError, ServerNotReadyError
 from speclab.model.lab import Effective, Lab
 from speclab.model.records import Event
+from speclab.model.spec_options import SPEC_OPTION_KEYS
 
 from .argv import SIM_MODULE, Engine, build_argv, redact_argv, served_model_name, server_env, shell_line
 from .memory import MemoryInfo
@@ -59,6 +60,9 @@ def settings_of(lab: Lab, eff: Effective) -> dict[str, Any]:
     out = {k: getattr(eff, k) for k in SETTING_KEYS}
     out["method"] = lab.draft.method if (eff.speculative and lab.draft) else None
     out["gpus"] = list(eff.gpus)
+    if eff.speculative:  # the knobs beyond k, None where vLLM's default runs
+        out.update({key: None for key in SPEC_OPTION_KEYS})
+        out.update(eff.spec_options)
     return out
 
 

@@ -389,3 +389,53 @@ async def test_command_palette_offers_the_controls() -> None:
         assert "Change arrival rate" in titles and "Relaunch variant" in titles
         replay_app = create_app(FakeSource(replay=True))
         assert "Change arrival rate" not in [c.title for c in replay_app.get_system_commands(app.screen)]
+
+
+async def test_relaunch_changes_the_k_schedule_and_rejection_method() -> None:
+    from textual.widgets import Select
+
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_relaunch(pilot, app, source)
+        schedule = dialog.query_one("#num_speculative_tokens_per_batch_size", Input)
+        schedule.value = "1-8:2, 9-64:1"
+        dialog.query_one("#rejection_sample_method", Select).value = "block"
+        await pilot.pause()
+        await pilot.click("#review")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        body = str(app.screen.query_one("#body", Static).render())
+        assert "num_speculative_tokens_per_batch_size: default → 1-8:2, 9-64:1" in body
+        assert "rejection_sample_method: standard → block" in body
+        await pilot.press("y")
+        await controls_done(pilot, app)
+        assert source.calls == [("relaunch", ("k2", {"num_speculative_tokens_per_batch_size": [[1, 8, 2], [9, 64, 1]],
+                                                     "rejection_sample_method": "block"}))]
+
+
+async def test_relaunch_dialog_explains_a_bad_schedule_or_a_missing_synthetic_length() -> None:
+    from textual.widgets import Select
+
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_relaunch(pilot, app, source)
+        error = dialog.query_one("#error", Static)
+        schedule = dialog.query_one("#num_speculative_tokens_per_batch_size", Input)
+        for text, expected in (("2-8:2", "The first batch-size range must start at 1"),
+                               ("1-8:5", "1-8:5 is over k (2)"), ("1..8=2", "write ranges as START-END:K")):
+            schedule.value = text
+            schedule.focus()
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is dialog and expected in str(error.render()), text
+        schedule.value = ""
+        dialog.query_one("#rejection_sample_method", Select).value = "synthetic"
+        schedule.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "'synthetic' needs a target acceptance length" in str(error.render())
+        await pilot.press("escape")
+        await controls_done(pilot, app)
+        assert source.calls == []

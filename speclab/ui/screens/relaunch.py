@@ -1,4 +1,4 @@
-"""Edit one variant's server settings; returns only what changed, for a confirmation step."""
+"""Edit one variant's server settings and speculative knobs; returns only what changed, for a confirmation step."""
 
 from __future__ import annotations
 
@@ -7,9 +7,22 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static, Switch
+from textual.widgets import Button, Input, Label, Select, Static, Switch
+
+from speclab.model.speculative import DRAFT_SAMPLE_METHODS, REJECTION_SAMPLE_METHODS
+
+from .relaunch_spec import (
+    DRAFT_SAMPLING_KEY,
+    REJECTION_KEY,
+    SCHEDULE_KEY,
+    SYNTHETIC_LENGTH_KEY,
+    format_schedule,
+    parse_schedule,
+    spec_before,
+    spec_changes,
+)
 
 K_KEY = "num_speculative_tokens"
 SEQS_KEY = "max_num_seqs"
@@ -35,6 +48,8 @@ def current_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = int(settings[key])
     if settings.get(CHUNKED_KEY) is not None:
         out[CHUNKED_KEY] = bool(settings[CHUNKED_KEY])
+    if settings.get("method") or k is not None:  # a speculative variant: its knobs, vLLM's defaults written out
+        out.update(spec_before(settings))
     return out
 
 
@@ -54,6 +69,8 @@ def _show(value: Any) -> str:
         return "default"
     if isinstance(value, bool):
         return "on" if value else "off"
+    if isinstance(value, list | tuple):
+        return format_schedule(value) or "none"
     return str(value)
 
 
@@ -67,7 +84,7 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
         self.speculative = speculative
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
+        with VerticalScroll(classes="dialog"):
             yield Label(f"Relaunch {self.variant}", classes="dialog-title")
             for key, label, _ in FIELDS:
                 with Horizontal(classes="field"):
@@ -85,11 +102,44 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
             with Horizontal(classes="field"):
                 yield Label("chunked prefill", classes="field-label")
                 yield Switch(bool(self.before.get(CHUNKED_KEY, True)), id=CHUNKED_KEY)
+            if self.speculative:
+                yield from self._spec_fields()
             note = "" if self.speculative else "baseline: no draft, so k cannot be set"
             yield Static(note, id="error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Review…", variant="primary", id="review", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
+
+    def _spec_fields(self) -> ComposeResult:
+        """k by batch size, draft sampling, rejection method and the synthetic target length."""
+        with Horizontal(classes="field"):
+            yield Label("k by batch size", classes="field-label")
+            yield Input(format_schedule(self.before.get(SCHEDULE_KEY)), placeholder="one k (e.g. 1-16:4, 17-64:2)",
+                        id=SCHEDULE_KEY, compact=True)
+        with Horizontal(classes="field"):
+            yield Label("draft sampling", classes="field-label")
+            yield Select([(m, m) for m in DRAFT_SAMPLE_METHODS], value=self.before.get(DRAFT_SAMPLING_KEY, "greedy"),
+                         allow_blank=False, id=DRAFT_SAMPLING_KEY, compact=True)
+        with Horizontal(classes="field"):
+            yield Label("rejection method", classes="field-label")
+            yield Select([(m, m) for m in REJECTION_SAMPLE_METHODS], value=self.before.get(REJECTION_KEY, "standard"),
+                         allow_blank=False, id=REJECTION_KEY, compact=True)
+        with Horizontal(classes="field"):
+            yield Label("synthetic acc. length", classes="field-label")
+            length = self.before.get(SYNTHETIC_LENGTH_KEY)
+            yield Input("" if length is None else str(length), placeholder="synthetic only", id=SYNTHETIC_LENGTH_KEY,
+                        compact=True)
+
+    def _spec_changes(self, k: int | None) -> dict[str, Any]:
+        """The knobs that changed; ValueError whose text starts with the field's label."""
+        try:
+            schedule = parse_schedule(self.query_one(f"#{SCHEDULE_KEY}", Input).value, k)
+        except ValueError as exc:
+            raise ValueError(f"k by batch size: {exc}") from None
+        sampling = str(self.query_one(f"#{DRAFT_SAMPLING_KEY}", Select).value)
+        rejection = str(self.query_one(f"#{REJECTION_KEY}", Select).value)
+        return spec_changes(self.before, schedule, sampling, rejection,
+                            self.query_one(f"#{SYNTHETIC_LENGTH_KEY}", Input).value, k)
 
     def on_mount(self) -> None:
         first = K_KEY if self.speculative else SEQS_KEY
@@ -123,6 +173,12 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
         chunked = self.query_one(f"#{CHUNKED_KEY}", Switch).value
         if chunked != self.before.get(CHUNKED_KEY, True):
             out[CHUNKED_KEY] = chunked
+        if self.speculative:
+            try:
+                out.update(self._spec_changes(out.get(K_KEY, self.before.get(K_KEY))))
+            except ValueError as exc:
+                error.update(str(exc))
+                return None
         if not out:
             error.update("nothing changed")
             return None
