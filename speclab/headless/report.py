@@ -83,6 +83,7 @@ def class_dict(stats: ClassStats) -> dict[str, Any]:
             "per_position": list(acc.per_position),
             "per_position_drafts": list(acc.position_drafts),
             "per_position_source": acc.position_source,
+            "per_k": [{"k": k, "steps": steps, "acceptance_length": length} for k, steps, length in acc.k_rows],
         },
         "structured": {
             "total": stats.structured_total,
@@ -284,6 +285,16 @@ def render_markdown(report: dict[str, Any]) -> str:
             if dist and sum(dist):
                 total = sum(dist)
                 parts = " ".join(f"{j}:{100 * n / total:.0f}%" for j, n in enumerate(dist))
+                lines.append(f"- {vname} / {cname}: {parts}")
+    per_k = [(vname, cname, c["acceptance"].get("per_k") or []) for vname, v in epoch_rows(report)
+             for cname, c in v["classes"].items()]
+    if any(rows for _, _, rows in per_k):
+        lines.append("")
+        lines.append("## Acceptance per k used (drafts a verify step checked: acceptance length, steps)")
+        lines.append("")
+        for vname, cname, rows in per_k:
+            if rows:
+                parts = " · ".join(f"k={r['k']}: {_fmt(r['acceptance_length'], '.2f')} ({r['steps']})" for r in rows)
                 lines.append(f"- {vname} / {cname}: {parts}")
     lines.append("")
     lines.append("## Latency split, p50 / p99 ms (where the time goes)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from speclab.model.acceptance import add_histogram, steps_drafting_position
+from speclab.model.acceptance import add_histogram, add_per_k, steps_drafting_position
 from speclab.model.names import CountSource, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
@@ -59,6 +59,7 @@ class Counts:
     accept_histogram: list[int] = field(default_factory=list)
     position_drafts: list[int] = field(default_factory=list)  # [i] = steps that drafted position i
     positions_estimated: int = 0  # requests whose position_drafts had to be inferred from sums
+    per_k: dict[int, list[int]] = field(default_factory=dict)  # k used -> [steps, accepted]
     spec_exact: int = 0
     spec_estimated: int = 0
     structured_total: int = 0
@@ -85,6 +86,7 @@ class Counts:
                 positions, exact = steps_drafting_position(spec.steps, spec.drafted, spec.num_spec_tokens, spec.histogram)
             add_histogram(self.position_drafts, positions)
             self.positions_estimated += 0 if exact else 1
+            add_per_k(self.per_k, spec.per_k)
             if spec.source == CountSource.EXACT.value:
                 self.spec_exact += 1
             else:
@@ -107,6 +109,7 @@ class Counts:
         add_histogram(self.accept_histogram, other.accept_histogram)
         add_histogram(self.position_drafts, other.position_drafts)
         self.positions_estimated += other.positions_estimated
+        add_per_k(self.per_k, [(k, *row) for k, row in other.per_k.items()])
         self.spec_exact += other.spec_exact
         self.spec_estimated += other.spec_estimated
         self.structured_total += other.structured_total
@@ -144,6 +147,7 @@ class Counts:
             source=source,
             position_drafts=tuple(self.position_drafts),
             position_source=position_source,
+            per_k=tuple((k, steps, accepted) for k, (steps, accepted) in sorted(self.per_k.items())),
         )
 
 

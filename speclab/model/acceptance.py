@@ -63,3 +63,20 @@ def steps_drafting_position(
         positions[i] -= take
         short -= take
     return positions, False
+
+def per_k_counts(per_step_drafted: Sequence[int], per_step_accepted: Sequence[int]) -> list[list[int]]:
+    """``[[k, steps, accepted], ...]`` (k ascending) from per-step counts: acceptance per k used."""
+    table: dict[int, list[int]] = {}
+    for drafted, accepted in zip(per_step_drafted, per_step_accepted, strict=False):
+        row = table.setdefault(int(drafted), [0, 0])
+        row[0] += 1
+        row[1] += int(accepted)
+    return [[k, steps, accepted] for k, (steps, accepted) in sorted(table.items())]
+
+
+def add_per_k(target: dict[int, list[int]], rows: Sequence[Sequence[int]]) -> None:
+    """``target[k] += [steps, accepted]`` for each ``[k, steps, accepted]`` row."""
+    for k, steps, accepted in rows:
+        row = target.setdefault(int(k), [0, 0])
+        row[0] += int(steps)
+        row[1] += int(accepted)

@@ -27,6 +27,9 @@ class SpecCounts:
     # [i] = verify steps that drafted position i, where the server said (vLLM's detailed
     # per-step counts); empty otherwise, and derived from the sums (model.acceptance).
     drafted_per_position: list[int] = field(default_factory=list)
+    # [[drafts a step verified (the k used), steps, accepted], ...] from the server's per-step counts
+    # (vLLM's "detailed" mode); empty where it gave only sums.
+    per_k: list[list[int]] = field(default_factory=list)
 
     @property
     def acceptance_length(self) -> float | None:

@@ -60,6 +60,7 @@ class AcceptanceStats:
     source: str = "none"  # CountSource: exact, estimated, or a mix reported as "estimated"
     position_drafts: tuple[int, ...] = ()  # [i] = verify steps that drafted position i
     position_source: str = "none"  # "exact", or "estimated" where some steps drafted fewer than k
+    per_k: tuple[tuple[int, int, int], ...] = ()  # (k used, steps, accepted), where the server gave per-step counts
 
     @property
     def acceptance_length(self) -> float | None:
@@ -76,6 +77,11 @@ class AcceptanceStats:
     @property
     def verifications_per_request(self) -> float | None:
         return self.steps / self.requests if self.requests else None
+
+    @property
+    def k_rows(self) -> tuple[tuple[int, int, float | None], ...]:
+        """(k used, verify steps, acceptance length at that k) per k a step drafted."""
+        return tuple((k, steps, acceptance.acceptance_length(steps, accepted)) for k, steps, accepted in self.per_k)
 
     @property
     def per_position(self) -> tuple[float, ...]:

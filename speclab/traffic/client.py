@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import jsonschema
 
-from speclab.model.acceptance import steps_drafting_position
+from speclab.model.acceptance import per_k_counts, steps_drafting_position
 from speclab.model.gateway import BACKEND_HEADER
 from speclab.model.names import CountSource, ErrorKind
 from speclab.model.records import RequestRecord, SpecCounts
@@ -109,6 +109,7 @@ def exact_spec(sd: dict[str, Any]) -> SpecCounts:
         num_spec_tokens=k,
         source=CountSource.EXACT.value,
         drafted_per_position=steps_drafting_position(0, 0, k, hist, per_step)[0] if per_step else [],
+        per_k=per_k_counts(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []),
     )
 
 

@@ -5,6 +5,8 @@ what changed. A relaunched variant gets one block of rows per config epoch, labe
 changed (``k4·2 (k=6)``): histograms of different draft lengths are never added together. The
 source column says whether counts came from per-request metrics (exact) or from tokens per
 streamed chunk (estimated); per-position rates divide by the steps that drafted that position.
+The distribution panel ends with the acceptance length per k the steps used, where the server
+reported per-step counts (a k schedule uses several).
 """
 
 from __future__ import annotations
@@ -121,6 +123,9 @@ def render_distribution(name: str, acc: AcceptanceStats, width: int) -> Text:
             out.append("█" * round(p * half), style="green3")
             out.append(f" {p * 100:.0f}%")
         out.append("\n")
+    if acc.per_k:
+        out.append("per k used  ", style="dim")
+        out.append(" · ".join(f"k={k}: {fmt.num(length)} ({steps} steps)" for k, steps, length in acc.k_rows))
     out.rstrip()
     return out
 
@@ -136,13 +141,13 @@ class AcceptanceDetail(Widget):
         self._acc = AcceptanceStats()
 
     def show(self, name: str, acc: AcceptanceStats) -> None:
-        rows_changed = len(acc.histogram) != len(self._acc.histogram)
+        rows_changed = len(acc.histogram) != len(self._acc.histogram) or bool(acc.per_k) != bool(self._acc.per_k)
         self._label, self._acc = name, acc
         self.border_title = f"acceptance distribution · {name}"
         self.refresh(layout=rows_changed)
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        return 2 + len(self._acc.histogram) if self._acc.steps else 1
+        return 2 + len(self._acc.histogram) + (1 if self._acc.per_k else 0) if self._acc.steps else 1
 
     def render(self) -> RenderResult:
         return render_distribution(self._label, self._acc, self.content_size.width)
