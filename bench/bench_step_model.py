@@ -7,8 +7,10 @@ Prints, for sim-8b (Llama-3.1-8B) on the chosen GPU profile:
    and an EAGLE-3 proposal (3 passes) against the published proposal fit;
 3. the break-even acceptance length per batch for sim-8b + sim-1b at k = 2 and 4 (the acceptance
    at which k stops paying), and the crossover batch at Spec-Bench's draft-model average (2.2);
-4. the acceptance the simulator measures for sim-8b + sim-1b on the bundled prompts (greedy) and
-   the crossover at it, by the model, at the fit's 1,024-token context and at the prompts' own;
+4. the acceptance the simulator measures on sim-8b per bundled draft (sim-1b, sim-0.5b, the EAGLE,
+   EAGLE-3 and MTP heads, n-gram and suffix lookup) at k = 2 and 4 on the bundled prompts (T=0),
+   each draft's break-even by the engine's own step model for it, and the crossover batch and the
+   speed-up at the measured acceptance, at the fit's 1,024-token context and at the prompts' own;
 5. closed-loop TPOT on the modelled clock (the default lab's settings) at concurrency 1, 8, 32, 64:
    the k=2 and k=4 speed-ups, with the running batch and acceptance measured.
 All figures are modelled time; nothing here depends on this host's speed.
@@ -22,11 +24,14 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from speclab.sim import breakeven
 from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig
 from speclab.sim.closed_loop import Prompt, run_closed_loop
+from speclab.sim.engine import build_engine
 from speclab.sim.gpu_profile_file import load_gpu_profile
 from speclab.sim.hardware import GpuProfile, gpu_profile
 from speclab.sim.published_fit import (
@@ -115,41 +120,75 @@ def _crossover_text(batch: int | None) -> str:
     return f"batch {batch}"
 
 
-def measured_acceptance(gpu: GpuProfile, prompts: list[Prompt]) -> tuple[dict[int, float], float]:
-    tau: dict[int, float] = {}
+DRAFTS: dict[str, Callable[[int], SpecConfig]] = {
+    "sim-1b": lambda k: SpecConfig("draft_model", k, "sim-1b"),
+    "sim-0.5b": lambda k: SpecConfig("draft_model", k, "sim-0.5b"),
+    "eagle head": lambda k: SpecConfig("eagle", k, "head"),
+    "eagle3 head": lambda k: SpecConfig("eagle3", k, "head"),
+    "mtp": lambda k: SpecConfig("mtp", k),
+    "ngram 2-4": lambda k: SpecConfig("ngram", k, prompt_lookup_min=2, prompt_lookup_max=4),
+    "suffix": lambda k: SpecConfig("suffix", k),
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    draft: str
+    k: int
+    tau: float
+    model: StepTimeModel  # the engine's own step model for this draft (head, draft model or lookup)
+    lookup: bool
+
+
+def measured_acceptance(gpu: GpuProfile, prompts: list[Prompt]) -> tuple[list[Measured], float]:
+    rows: list[Measured] = []
     contexts: list[float] = []
-    for k in (2, 4):
-        config = EngineConfig("sim-8b", gpu_profile=gpu, speculative=SpecConfig("draft_model", k, "sim-1b"))
-        result = run_closed_loop(config, prompts, 1, len(prompts))
-        tau[k] = result.acceptance_length
-        contexts += result.decode_context
-    return tau, statistics.fmean(contexts)
+    for name, spec_for in DRAFTS.items():
+        for k in (2, 4):
+            config = EngineConfig("sim-8b", gpu_profile=gpu, speculative=spec_for(k))
+            result = run_closed_loop(config, prompts, 1, len(prompts))
+            lookup = spec_for(k).method in ("ngram", "suffix")
+            rows.append(Measured(name, k, result.acceptance_length, build_engine(config).timer, lookup))
+            contexts += result.decode_context
+    return rows, statistics.fmean(contexts)
 
 
-def crossover_at_measured(model: StepTimeModel, tau: dict[int, float], prompt_context: float) -> None:
-    print("\n4. the simulator's measured acceptance, sim-8b + sim-1b, bundled prompts at T=0 (one in flight)")
-    for k, value in tau.items():
-        print(f"   k={k}: acceptance length {value:.2f}")
-        for context, label in ((1024, "1,024-token context"), (round(prompt_context), "the prompts' context")):
-            print(f"     crossover at {label} ({context}): "
-                  f"{_crossover_text(breakeven.crossover(model, value, context, k))}; speed-up by the model at "
-                  f"batch 1 / 64 / 256: " + " / ".join(f"{breakeven.speedup(model, b, context, k, value):.2f}x"
-                                                        for b in (1, 64, 256)))
+def crossover_at_measured(rows: list[Measured], prompt_context: float) -> None:
+    print("\n4. the simulator's measured acceptance per draft on sim-8b, bundled prompts at T=0 (one in flight), "
+          "and where k stops paying by the model")
+    contexts = (1024, round(prompt_context))
+    print(f"   contexts: the fit's 1,024 tokens and the prompts' own mean decode context ({contexts[1]})")
+    print(f"{'draft':<12} {'k':>2} {'tau':>5} | {'break-even b1/64/256 @1024':>27} | {'crossover @1024':>15} "
+          f"{'@' + str(contexts[1]):>7} | {'speed-up b1/64/256 @1024':>25} | {'@' + str(contexts[1]):>18}")
+    for row in rows:
+        m, k, tau, lk = row.model, row.k, row.tau, row.lookup
+        be = "/".join(f"{breakeven.break_even(m, b, 1024, k, lk):.2f}" for b in (1, 64, 256))
+        cross = [breakeven.crossover(m, tau, c, k, lookup=lk) for c in contexts]
+        ups = ["/".join(f"{breakeven.speedup(m, b, c, k, tau, lk):.2f}" for b in (1, 64, 256)) for c in contexts]
+        print(f"{row.draft:<12} {k:>2} {tau:5.2f} | {be:>27} | {_crossover_cell(cross[0]):>15} "
+              f"{_crossover_cell(cross[1]):>7} | {ups[0]:>25} | {ups[1]:>18}")
+    print("   crossover: the smallest batch where k no longer pays at that tau; '1' = never pays, '-' = pays to 256")
+
+
+def _crossover_cell(batch: int | None) -> str:
+    return "-" if batch is None else str(batch)
 
 
 def closed_loop_table(gpu: GpuProfile, prompts: list[Prompt], concurrencies: tuple[int, ...]) -> None:
     print("\n5. closed loop on the modelled clock, default lab settings (max_num_seqs 64, max_model_len 4096)")
-    print(f"{'conc':>5} {'k0 TPOT ms':>11} {'run':>5} | {'k2 TPOT':>8} {'speed-up':>8} {'tau':>5} | "
-          f"{'k4 TPOT':>8} {'speed-up':>8} {'tau':>5} {'run':>5}")
+    print("   speed-up: mean TPOT over requests (median request's in brackets) against k=0")
+    print(f"{'conc':>5} {'k0 TPOT ms':>11} {'run':>5} | {'k2 TPOT':>8} {'speed-up':>15} {'tau':>5} | "
+          f"{'k4 TPOT':>8} {'speed-up':>15} {'tau':>5} {'run':>5}")
     for c in concurrencies:
         row = {}
         for k in (0, 2, 4):
             spec = SpecConfig("draft_model", k, "sim-1b") if k else None
             config = EngineConfig("sim-8b", gpu_profile=gpu, max_num_seqs=64, max_model_len=4096, speculative=spec)
             row[k] = run_closed_loop(config, prompts, c, max(4 * c, len(prompts)))
-        base = row[0].mean_tpot_s
+        base, base_median = row[0].mean_tpot_s, statistics.median(row[0].tpot_s)
         print(f"{c:>5} {base * 1e3:11.2f} {row[0].mean_running:5.1f} | "
-              + " | ".join(f"{row[k].mean_tpot_s * 1e3:8.2f} {base / row[k].mean_tpot_s:7.2f}x "
+              + " | ".join(f"{row[k].mean_tpot_s * 1e3:8.2f} {base / row[k].mean_tpot_s:6.2f}x "
+                           f"({base_median / statistics.median(row[k].tpot_s):5.2f}x) "
                            f"{row[k].acceptance_length:5.2f}" for k in (2, 4))
               + f" {row[4].mean_running:5.1f}")
 
@@ -171,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     break_even_table(pair, args.context)
     if not args.no_engine:
         prompts = bundled_prompts()
-        tau, prompt_context = measured_acceptance(gpu, prompts)
-        crossover_at_measured(pair, tau, prompt_context)
+        rows, prompt_context = measured_acceptance(gpu, prompts)
+        crossover_at_measured(rows, prompt_context)
         closed_loop_table(gpu, prompts, tuple(int(c) for c in args.concurrency.split(",")))
     return 0
 

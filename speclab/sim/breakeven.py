@@ -37,15 +37,16 @@ def break_even(model: StepTimeModel, batch: int, context: int, k: int, lookup: b
     return step_seconds(model, batch, context, k, lookup) / step_seconds(model, batch, context, 0)
 
 
-def speedup(model: StepTimeModel, batch: int, context: int, k: int, acceptance_length: float) -> float:
-    return acceptance_length * step_seconds(model, batch, context, 0) / step_seconds(model, batch, context, k)
+def speedup(model: StepTimeModel, batch: int, context: int, k: int, acceptance_length: float,
+            lookup: bool = False) -> float:
+    return acceptance_length * step_seconds(model, batch, context, 0) / step_seconds(model, batch, context, k, lookup)
 
 
 def crossover(model: StepTimeModel, acceptance_length: float, context: int, k: int,
-              batches: Iterable[int] = BATCHES) -> int | None:
+              batches: Iterable[int] = BATCHES, lookup: bool = False) -> int | None:
     """The smallest batch at which k no longer pays at ``acceptance_length``; None if it pays throughout."""
     for batch in batches:
-        if break_even(model, batch, context, k) >= acceptance_length:
+        if break_even(model, batch, context, k, lookup) >= acceptance_length:
             return batch
     return None
 
