@@ -60,6 +60,9 @@ HIST_LOWEST_US: Final = 1
 HIST_HIGHEST_US: Final = 3_600_000_000
 HIST_SIGNIFICANT_DIGITS: Final = 3
 INTERVAL_S: Final = 1.0
+# The environment variable carrying the token a launched simulator serves on /version, so speclab
+# knows the server answering on a port is the one it started (speclab.servers.identity).
+LAUNCH_TOKEN_ENV: Final = "SPECLAB_LAUNCH_TOKEN"
 SNAPSHOT_HZ: Final = 4.0
 
 # vLLM 0.33 Prometheus series (as exposed, prefix included) that speclab serves and scrapes.

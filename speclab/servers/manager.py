@@ -23,6 +23,7 @@ from speclab.model.lab import Effective, Lab
 from speclab.model.records import Event
 from speclab.model.spec_options import SPEC_OPTION_KEYS
 
+from . import identity
 from .argv import SIM_MODULE, Engine, build_argv, redact_argv, served_model_name, server_env, shell_line
 from .memory import MemoryInfo
 from .process import LineCallback, ServerProcess, free_port
@@ -50,6 +51,7 @@ class RunningServer:
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets: never print
     status: str = "starting"
     _process: ServerProcess | None = field(default=None, repr=False)
+    _token: str = field(default="", repr=False)  # the launch token it must serve (identity.py)
 
     @property
     def log_tail(self) -> tuple[str, ...]:
@@ -136,26 +138,35 @@ class ServerManager:
 
     # -- launching ------------------------------------------------------------------------------
 
-    def _port_for(self, variant: str) -> int:
+    def _port_for(self, variant: str, taken: set[int] | None = None) -> int:
         if variant in self.servers and self.servers[variant].engine != "attached":
             return int(urlparse(self.servers[variant].base_url).port or 0)
         if self.lab.server.base_port:
-            return self.lab.server.base_port + self.lab.variant_names.index(variant)
-        return free_port(self.host)
+            port = self.lab.server.base_port + self.lab.variant_names.index(variant)
+            identity.require_free_port(variant, self.host, port, f"server.base_port + {self.lab.variant_names.index(variant)}")
+            return port
+        taken = taken if taken is not None else set()
+        port = free_port(self.host)
+        while port in taken:
+            port = free_port(self.host)
+        taken.add(port)
+        return port
 
     def _make(self, lab: Lab, variant: str, port: int) -> RunningServer:
         argv = build_argv(lab, variant, engine=self.engine, host=self.host, port=port,
                           python=self._python, sim_module=self._sim_module)
         env = server_env(lab, variant, engine=self.engine, api_key=self._api_key)
         base_url = f"http://{self.host}:{port}"
-        process = ServerProcess(variant, argv, env=env, log_path=self.log_dir / f"{variant}.log", base_url=base_url,
+        token = identity.new_token()
+        process = ServerProcess(variant, argv, env={**env, identity.LAUNCH_TOKEN_ENV: token},
+                                log_path=self.log_dir / f"{variant}.log", base_url=base_url,
                                 grace_s=self.grace_s, on_line=self._on_log)
         eff = lab.effective(variant)
         return RunningServer(
             variant=variant, base_url=base_url, model_name=served_model_name(lab, self.engine), engine=self.engine,
             argv=redact_argv(argv), command=shell_line(argv, {k: v for k, v in env.items() if k != "VLLM_API_KEY"}),
             memory=process.memory, settings=settings_of(lab, eff), baseline=not eff.speculative,
-            log_path=process.log_path, _process=process,
+            log_path=process.log_path, _process=process, _token=token,
         )
 
     async def _launch(self, server: RunningServer) -> RunningServer:
@@ -166,15 +177,33 @@ class ServerManager:
             await process.wait_ready(self.ready_timeout)
         finally:
             server.pid = process.server_pid
+        await self._verify(server, process)
         server.status = "ready"
         return server
+
+    async def _verify(self, server: RunningServer, process: ServerProcess) -> None:
+        """The answering server must be the launched one; else exit 3 naming both (identity.py)."""
+        expected = identity.Expected(
+            label=server.variant, base_url=server.base_url, port=int(urlparse(server.base_url).port or 0),
+            root_pid=process.reaper_pid, token=server._token, served_model=server.model_name or "",
+            require_token=self.engine == "sim",
+        )
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        why = await identity.mismatch(expected, headers)
+        if why is None:
+            return
+        own = await process.exit_cause(timeout=5.0)
+        await process.stop()
+        server.status = "exited"
+        raise ServerNotReadyError(f"{server.variant}: {why}" + (f"; the launched server {own}" if own else ""))
 
     async def start(self, variants: Iterable[str] | None = None) -> dict[str, RunningServer]:
         """Start the variants (all by default) concurrently; all ready, or all stopped and an error."""
         names = list(variants) if variants is not None else list(self.lab.variant_names)
         for name in names:
             self.lab.variant(name)
-        new = {name: self._make(self.lab, name, self._port_for(name)) for name in names}
+        taken: set[int] = set()
+        new = {name: self._make(self.lab, name, self._port_for(name, taken)) for name in names}
         self.servers.update(new)
         results = await asyncio.gather(*(self._launch(s) for s in new.values()), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -199,6 +228,7 @@ class ServerManager:
         if old._process is not None:
             await old._process.stop()
         port = int(urlparse(old.base_url).port or 0)
+        identity.require_free_port(variant, self.host, port, "the port it had before the relaunch")
         server = self._make(lab, variant, port)
         self.servers[variant] = server
         started = time.monotonic()

@@ -29,6 +29,13 @@ from .reaper import PID_LINE
 LineCallback = Callable[[str, str], None]  # (label, line)
 
 
+def server_status(returncode: int | None) -> int | None:
+    """The reaper exits 128+N when its server died of signal N: as a negative code, like Popen's."""
+    if returncode is not None and returncode > 128 and returncode - 128 in {s.value for s in signal.Signals}:
+        return -(returncode - 128)
+    return returncode
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -113,7 +120,7 @@ class ServerProcess:
             while True:
                 if self._proc.returncode is not None:
                     await self._drain()
-                    raise ServerNotReadyError(f"{self.label}: server {describe_exit(self.returncode, self.tail)}")
+                    raise ServerNotReadyError(f"{self.label}: server {describe_exit(server_status(self.returncode), self.tail)}")
                 with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
                     async with session.get(f"{self.base_url}/health") as resp:
                         if resp.status == 200:
@@ -127,6 +134,17 @@ class ServerProcess:
                     )
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._proc.wait(), interval)
+
+    async def exit_cause(self, timeout: float) -> str | None:
+        """If the server exits within ``timeout`` s, why (one line, from its log); else None."""
+        if self._proc is None:
+            return None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._proc.wait(), timeout)
+        if self._proc.returncode is None:
+            return None
+        await self._drain()
+        return describe_exit(server_status(self.returncode), self.tail)
 
     async def _drain(self) -> None:
         if self._reader is not None:

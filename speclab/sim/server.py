@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from speclab.model.errors import InputError
+from speclab.model.names import LAUNCH_TOKEN_ENV
 
 from . import logs
 from .api import EngineCore, RequestOutput
@@ -99,7 +100,9 @@ class SimServer:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return _json({"version": VLLM_VERSION, "simulated": True})
+        # The launch token lets speclab tell the server it started from one already on the port.
+        token = os.environ.get(LAUNCH_TOKEN_ENV)
+        return _json({"version": VLLM_VERSION, "simulated": True, **({"launch_token": token} if token else {})})
 
     async def load(self, request: web.Request) -> web.Response:
         return _json({"server_load": self.loop.in_flight})

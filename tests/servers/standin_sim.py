@@ -60,7 +60,12 @@ async def serve(ns: argparse.Namespace) -> None:
     async def settings(_: web.Request) -> web.Response:
         return web.json_response({"speculative_config": ns.speculative_config, "max_num_seqs": ns.max_num_seqs})
 
+    async def version(_: web.Request) -> web.Response:
+        token = os.environ.get("SPECLAB_LAUNCH_TOKEN")
+        return web.json_response({"version": "0.33.0", **({"launch_token": token} if token else {})})
+
     app.router.add_get("/health", health)
+    app.router.add_get("/version", version)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/standin/settings", settings)
     runner = web.AppRunner(app)

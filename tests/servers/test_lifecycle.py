@@ -125,7 +125,7 @@ async def test_port_in_use_is_named(tmp_path: Path) -> None:
         port = held.getsockname()[1]
         lab = make_lab(server={"base_port": port})
         mgr = manager(lab, tmp_path)
-        with pytest.raises(ServerNotReadyError, match=r"^baseline: server port in use \(exited with code 1\): OSError"):
+        with pytest.raises(ServerNotReadyError, match=rf"^baseline: port {port} \(server.base_port \+ 0\) is already in use by pid {os.getpid()}"):
             await mgr.start(["baseline"])
 
 
