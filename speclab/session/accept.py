@@ -15,12 +15,14 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from speclab import __version__
+from speclab.gates.answered import check_answered, unanswered_result
 from speclab.gates.golden import load_golden
 from speclab.gates.junit import write_junit
 from speclab.gates.result import (
@@ -52,6 +54,7 @@ from speclab.servers.pairing import pair_info, require_pairing
 from .accept_context import AcceptContext
 from .accept_correctness import equivalence_stage, golden_stage, structured_stage, tokenizer_stage
 from .accept_load import canary_stage, latency_stage, stress_stage
+from .accept_servers import server_states
 from .api import ServerView, SessionInfo
 from .live import server_view
 
@@ -135,6 +138,20 @@ class _Run:
             self.snapshot, self.snapshot_from = snap, source
 
     async def _stage(self, stage: str) -> StageResult:
+        """Run one stage, then fail it with the cause if its requests were not all answered."""
+        before = Counter(r.variant for r in self.ctx.records if r.ok)
+        self.ctx.begin_stage()
+        result = await self._evaluate(stage)
+        records = list(self.ctx.stage_records)
+        if not records or result.skipped:
+            return result
+        allowed = {STRESS: self.profile.stress.max_error_rate_pct,
+                   CANARY: self.profile.canary.max_error_rate_pct}.get(stage, 0.0)
+        states = await server_states(self.ctx.servers, records)
+        lines = check_answered(stage, records, states=states, answered_before=before, allowed_error_pct=allowed)
+        return unanswered_result(result, lines)
+
+    async def _evaluate(self, stage: str) -> StageResult:
         ctx = self.ctx
         if stage in SPEED_STAGES and ctx.misaligned:
             return StageResult.skip(stage, "tokenizers misaligned: no speed-up is measured on this pair (use --force)")

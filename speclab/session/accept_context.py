@@ -85,6 +85,7 @@ class AcceptContext:
     log_dir: Path | None = None
     record_path: str | Path | None = None
     pair: dict[str, Any] = field(default_factory=dict)
+    stage_records: list[RequestRecord] = field(default_factory=list)  # what the running stage sent or reused
     _http: aiohttp.ClientSession | None = None
 
     @property
@@ -122,7 +123,12 @@ class AcceptContext:
             self._http = None
 
     def add_records(self, records: Iterable[RequestRecord]) -> None:
+        records = list(records)
         self.records.extend(records)
+        self.stage_records.extend(records)
+
+    def begin_stage(self) -> None:
+        self.stage_records = []
 
     async def send(
         self, requests: Mapping[str, Sequence[PlannedRequest]], *, in_flight: int = IN_FLIGHT_PER_VARIANT
@@ -166,4 +172,6 @@ class AcceptContext:
             self.golden_responses = {
                 v: {c.id: r for c, r in zip(self.golden_cases, records, strict=True)} for v, records in sent.items()
             }
+        else:  # a later stage judges the cached responses: their errors are that stage's too
+            self.stage_records.extend(r for by_case in self.golden_responses.values() for r in by_case.values())
         return self.golden_responses

@@ -1,0 +1,103 @@
+"""Were a stage's requests answered? Checked before any gate judges accuracy, schemas or latency.
+
+A crashed server, 5xx answers, stalled or malformed streams are not wrong answers and not slow
+answers: they are no answers. A stage whose requests were not all answered fails with its own
+exit code and a one-line summary that names the cause ("k4: server exited (engine crashed ...)
+after 40 answered requests; 352 connect errors"), never a misleading "0/0 failed" or accuracy drop.
+Stages whose gate tolerates an error rate (stress, canary) keep that tolerance, except for a
+server that died.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from speclab.model.names import ErrorKind
+from speclab.model.records import RequestRecord
+
+from .result import CANARY, EQUIVALENCE, GOLDEN, LATENCY_CURVE, STRESS, STRUCTURED, StageResult
+
+TITLES = {
+    GOLDEN: "golden set", EQUIVALENCE: "equivalence", STRUCTURED: "structured output",
+    LATENCY_CURVE: "latency curve", STRESS: "concurrency stress", CANARY: "canary",
+}
+
+# What each kind is called in a summary: "3 stalled (no chunk for 30 s)".
+_PHRASES: dict[str, str] = {
+    ErrorKind.CONNECT.value: "connect errors",
+    ErrorKind.HTTP_5XX.value: "HTTP 5xx answers",
+    ErrorKind.HTTP_429.value: "HTTP 429 answers",
+    ErrorKind.HTTP_4XX.value: "HTTP 4xx answers",
+    ErrorKind.TIMEOUT.value: "timed out",
+    ErrorKind.STALL.value: "stalled",
+    ErrorKind.MALFORMED_STREAM.value: "malformed streams",
+    ErrorKind.STREAM_ERROR_EVENT.value: "error events in the stream",
+    ErrorKind.TRUNCATED.value: "streams cut before [DONE]",
+    ErrorKind.CANCELLED.value: "cancelled",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """How a variant's server stands after the stage: ``exited`` is one line from its log, or None."""
+
+    exited: str | None = None
+
+
+def _variant_line(variant: str, records: list[RequestRecord], state: ServerState | None,
+                  answered_before: int) -> str:
+    errors = [r for r in records if r.error_kind is not None]
+    kinds = Counter(str(r.error_kind) for r in errors)
+    parts: list[str] = []
+    for kind, count in kinds.most_common():
+        example = next((r.error_message for r in errors if r.error_kind == kind and r.error_message), "")
+        parts.append(f"{count} {_PHRASES.get(kind, kind)}" + (f" ({example[:120]})" if example else ""))
+    body = "; ".join(parts)
+    if state is not None and state.exited:
+        answered = answered_before + sum(1 for r in records if r.ok)
+        return f"{variant} server exited after {answered} answered requests ({state.exited}); {body}"
+    return f"{variant}: {len(errors)} of {len(records)} requests not answered: {body}"
+
+
+def check_answered(
+    stage: str,
+    records: Iterable[RequestRecord],
+    *,
+    states: Mapping[str, ServerState] | None = None,
+    answered_before: Mapping[str, int] | None = None,
+    allowed_error_pct: float = 0.0,
+) -> list[str]:
+    """One line per variant whose requests were not all answered (empty: every request answered).
+
+    ``answered_before`` counts a variant's answered requests in earlier stages, so a crash reads
+    "after N answered requests" over the whole run; ``allowed_error_pct`` is the stage gate's own
+    tolerance (a dead server is never tolerated).
+    """
+    states = states or {}
+    answered_before = answered_before or {}
+    by_variant: dict[str, list[RequestRecord]] = {}
+    for record in records:
+        by_variant.setdefault(record.variant, []).append(record)
+    lines: list[str] = []
+    for variant, mine in by_variant.items():
+        failed = sum(1 for r in mine if r.error_kind is not None)
+        if not failed:
+            continue
+        state = states.get(variant)
+        dead = state is not None and state.exited is not None
+        if not dead and 100.0 * failed / len(mine) <= allowed_error_pct:
+            continue
+        lines.append(_variant_line(variant, mine, state, answered_before.get(variant, 0)))
+    return lines
+
+
+def unanswered_result(result: StageResult, lines: list[str]) -> StageResult:
+    """The stage's result failed for want of answers: the cause leads, the gate's own lines follow."""
+    if not lines or result.skipped:
+        return result
+    own = [f"on the answered requests: {line.removeprefix('FAIL ')}" for line in result.details]
+    failed = StageResult.of(result.stage, lines, f"{TITLES.get(result.stage, result.stage)}: {'; '.join(lines)}",
+                            own, result.metrics)
+    return replace(failed, metrics={**result.metrics, "unanswered": lines})
