@@ -15,6 +15,7 @@ from typing import Any
 from speclab import __version__
 from speclab.model.ab_rows import ab_rows, change_text
 from speclab.model.epochs import EpochInfo
+from speclab.model.errors import InputError
 from speclab.model.names import Metric
 from speclab.model.snapshot import (
     ALL_CLASSES,
@@ -406,9 +407,12 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def write_report(report: dict[str, Any], directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "report.json"
     md_path = directory / "report.md"
-    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    md_path.write_text(render_markdown(report))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        md_path.write_text(render_markdown(report))
+    except OSError as error:  # checked before the run; a disk that filled up since is still one line
+        raise InputError(f"--report {directory}: cannot write the report: {error.strerror or error}") from None
     return [json_path, md_path]

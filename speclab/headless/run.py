@@ -97,7 +97,8 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
     if options.record_path is not None:
-        print(f"recording: {options.record_path}", file=out)
+        failure = getattr(session.recorder, "failure", None)
+        print(f"recording: {options.record_path}" + (f" ({failure})" if failure else ""), file=out)
     print(f"exit {int(code)} ({code.name.lower()}): {reason}", file=out, flush=True)
     return code
 

@@ -46,6 +46,7 @@ from speclab.model.names import INTERVAL_S
 from speclab.model.paths import BUNDLED
 from speclab.model.scenario import load_scenario
 from speclab.model.snapshot import Snapshot
+from speclab.recording.preflight import check_outputs
 from speclab.servers.engine import select_engine
 from speclab.servers.manager import ServerManager
 from speclab.servers.memory import memory_table
@@ -93,6 +94,7 @@ class _Run:
 
     def __init__(self, options: AcceptOptions, out: TextIO) -> None:
         self.options = options
+        check_outputs(options.record_path, options.report_dir, force=options.force)  # exit 2 before any server
         self.stages = selected_stages(options.stages)
         self.lab = load_lab(options.lab)
         self.profile = load_gates(options.gates_file).profile(options.profile, options.overrides)

@@ -26,6 +26,7 @@ from speclab.metrics.aggregator import Aggregator
 from speclab.model.names import INTERVAL_S, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import Snapshot
+from speclab.recording.guarded import GuardedWriter
 from speclab.recording.writer import RecordingWriter
 from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import Plan, build_plan
@@ -153,7 +154,8 @@ def _recorder(ctx: AcceptContext, plan: Plan) -> RecordingWriter | None:
         "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(), "engine": s.engine,
                         "baseline": s.baseline} for n, s in ctx.servers.items()},
     }
-    return RecordingWriter(Path(ctx.record_path), manifest, force=ctx.force)
+    return GuardedWriter(Path(ctx.record_path), manifest, force=ctx.force,
+                         on_failure=lambda line: ctx.say(f"  canary: warning: {line}"))
 
 
 async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:

@@ -28,6 +28,8 @@ from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S, SNAPSHOT_HZ
 from speclab.model.records import Event, RequestRecord, ServerSample
 from speclab.model.snapshot import ClientHealth, Snapshot
+from speclab.recording.guarded import GuardedWriter
+from speclab.recording.preflight import check_outputs
 from speclab.recording.writer import RecordingWriter
 from speclab.servers.engine import EngineChoice, select_engine
 from speclab.servers.manager import RunningServer, ServerManager, attach, parse_attach, probe_attached
@@ -81,6 +83,7 @@ class LiveSession:
         """``plan`` and ``lab`` replace the scenario's (``replay --refire`` fires a recorded plan)."""
         self.options = options
         self._clock = clock
+        check_outputs(options.record_path, options.report_dir, force=options.force)  # exit 2 before any server
         if plan is None:
             scenario, self.scenario_path = load_scenario(options.scenario)
             self.lab: Lab | None = lab or load_lab_for(options, scenario, self.scenario_path)
@@ -219,7 +222,8 @@ class LiveSession:
             "host": {"hostname": platform.node(), "python": platform.python_version(), "platform": platform.platform()},
         }
         secrets = [self._api_key] if self._api_key else []
-        return RecordingWriter(self.options.record_path, manifest, force=self.options.force, secrets=secrets)
+        return GuardedWriter(self.options.record_path, manifest, force=self.options.force, secrets=secrets,
+                             on_failure=lambda line: self.add_event(Event(t=self.now(), kind="warning", message=line)))
 
     # -- data flow -------------------------------------------------------------------------------
 
