@@ -13,11 +13,13 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic.fields import FieldInfo
 
+from . import limits as L
 from .errors import InputError
 
 Percent = Annotated[float, Field(ge=0.0, le=100.0)]
 Points = Annotated[float, Field(ge=0.0, le=100.0)]
-Ratio = Annotated[float, Field(gt=0.0)]
+Ratio = Annotated[float, Field(gt=0.0, le=L.MAX_RATIO)]
+Rate = Annotated[float, Field(gt=0.0, le=L.MAX_RATE)]
 
 
 class _Strict(BaseModel):
@@ -54,19 +56,19 @@ class EquivalenceGate(_Strict):
 
     mode: Literal["greedy", "distribution", "both"] = "both"
     comparison: Literal["auto", "exact", "tolerance"] = "auto"
-    min_divergence_position: int = Field(default=8, ge=0)
-    max_tie_margin: float = Field(default=0.1, gt=0.0)  # nats between the baseline's top two at a divergence
-    min_logprob_tolerance: float = Field(default=0.02, gt=0.0)  # nats, the least the noise floor is allowed
-    noise_factor: float = Field(default=2.0, ge=1.0)  # allowed logprob drift = factor x the noise floor's
+    min_divergence_position: int = Field(default=8, ge=0, le=L.MAX_OUTPUT_TOKENS)
+    max_tie_margin: float = Field(default=0.1, gt=0.0, le=L.MAX_RATIO)  # nats between the baseline's top two at a divergence
+    min_logprob_tolerance: float = Field(default=0.02, gt=0.0, le=L.MAX_RATIO)  # nats, the least the noise floor is allowed
+    noise_factor: float = Field(default=2.0, ge=1.0, le=L.MAX_RATIO)  # allowed logprob drift = factor x the noise floor's
     max_extra_divergent_pct: Percent = 10.0  # divergent outputs over the noise floor's share, in points
-    samples: int = Field(default=200, ge=10)
+    samples: int = Field(default=200, ge=10, le=L.MAX_SAMPLES)
     # The first token comes from prefill; speculation starts at the second, so 1 cannot see its drift.
     first_tokens: int = Field(default=4, ge=1, le=8)
     min_p_value: float = Field(default=0.01, gt=0.0, lt=1.0)
     temperature: float = Field(default=1.0, gt=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    prompts: int = Field(default=1, ge=1)
-    min_expected_count: float = Field(default=5.0, gt=0.0)
+    prompts: int = Field(default=1, ge=1, le=L.MAX_SAMPLES)
+    min_expected_count: float = Field(default=5.0, gt=0.0, le=L.MAX_SAMPLES)
     test: Literal["chi2", "g"] = "chi2"
 
     @property
@@ -79,7 +81,7 @@ class EquivalenceGate(_Strict):
 
 
 class StructuredGate(_Strict):
-    requests_per_class: int = Field(default=20, ge=1)
+    requests_per_class: int = Field(default=20, ge=1, le=L.MAX_GATE_REQUESTS)
     max_failure_rate_pct: Percent = 1.0
     max_delta_points: Points = 0.5
     fallback: bool = True
@@ -88,8 +90,9 @@ class StructuredGate(_Strict):
 class LatencyGate(_Strict):
     """The single-stream curve: speculation must not lose at low concurrency."""
 
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 2, 4], min_length=1)
-    requests_per_level: int = Field(default=16, ge=1)
+    concurrency: list[Annotated[int, Field(ge=1, le=L.MAX_CONCURRENCY)]] = Field(
+        default_factory=lambda: [1, 2, 4], min_length=1)
+    requests_per_level: int = Field(default=16, ge=1, le=L.MAX_GATE_REQUESTS)
     max_p99_ratio: Ratio = 1.10
     max_p50_ratio: Optional[Ratio] = None
 
@@ -97,8 +100,8 @@ class LatencyGate(_Strict):
 class StressGate(_Strict):
     """At the target concurrency: no "fast when idle, slower at peak"."""
 
-    concurrency: int = Field(default=32, ge=1)
-    requests: int = Field(default=128, ge=1)
+    concurrency: int = Field(default=32, ge=1, le=L.MAX_CONCURRENCY)
+    requests: int = Field(default=128, ge=1, le=L.MAX_GATE_REQUESTS)
     max_p99_ratio: Ratio = 1.5
     min_throughput_ratio: Ratio = 0.8
     max_error_rate_pct: Percent = 0.0
@@ -107,19 +110,20 @@ class StressGate(_Strict):
 class CanaryGate(_Strict):
     """A small mixed slice watching the rejection rate and its per-interval spikes."""
 
-    requests: int = Field(default=100, ge=1)
-    rate: Ratio = 4.0
+    requests: int = Field(default=100, ge=1, le=L.MAX_GATE_REQUESTS)
+    rate: Rate = 4.0
     max_rejection_rate_pct: Percent = 80.0
     max_spike_points: Points = 30.0
-    min_interval_drafted: int = Field(default=20, ge=1)
+    min_interval_drafted: int = Field(default=20, ge=1, le=L.MAX_GATE_REQUESTS)
     max_error_rate_pct: Percent = 1.0
 
 
 class AcceptanceFloors(_Strict):
     """Per-class minimum acceptance length (1 + accepted/steps), applied under stress and canary."""
 
-    min_acceptance_length: Optional[Annotated[float, Field(ge=1.0)]] = None
-    class_min_acceptance_length: dict[str, Annotated[float, Field(ge=1.0)]] = Field(default_factory=dict)
+    min_acceptance_length: Optional[Annotated[float, Field(ge=1.0, le=1.0 + L.MAX_SPEC_TOKENS)]] = None
+    class_min_acceptance_length: dict[str, Annotated[float, Field(ge=1.0, le=1.0 + L.MAX_SPEC_TOKENS)]] = Field(
+        default_factory=dict)
 
     def floor(self, prompt_class: str) -> float | None:
         return self.class_min_acceptance_length.get(prompt_class, self.min_acceptance_length)

@@ -10,10 +10,11 @@ drafter, over-committed GPU memory on a shared GPU), so a bad lab fails before a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from . import limits as L
 from .gateway import GatewaySection
 from .spec_options import SPEC_OPTION_KEYS, SpecOptions, SuffixOptions
 from .vllm_flags import REMOVED
@@ -52,8 +53,8 @@ class Draft(_Strict, SuffixOptions):
     revision: str | None = None
     sim_model: str | None = None
     tokenizer: str | None = None
-    prompt_lookup_min: int | None = Field(default=None, ge=1)
-    prompt_lookup_max: int | None = Field(default=None, ge=1)
+    prompt_lookup_min: int | None = Field(default=None, ge=1, le=L.MAX_PROMPT_LOOKUP)
+    prompt_lookup_max: int | None = Field(default=None, ge=1, le=L.MAX_PROMPT_LOOKUP)
     # vLLM 0.33 refuses a draft_model whose vocab size differs from the target's unless this is set
     # (it then drafts greedily over the tokens both vocabularies share).
     use_heterogeneous_vocab: bool = False
@@ -94,14 +95,14 @@ class Pair(_Strict):
 class _Settings(_Strict):
     """Server settings a variant may override (None = take the lab's [server] value)."""
 
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=L.MAX_NUM_SEQS)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=L.MAX_BATCHED_TOKENS)
     enable_chunked_prefill: bool | None = None
     async_scheduling: bool | None = None
     scheduling_policy: SchedulingPolicy | None = None
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
-    max_model_len: int | None = Field(default=None, ge=1)
-    stream_interval: int | None = Field(default=None, ge=1)
+    max_model_len: int | None = Field(default=None, ge=1, le=L.MAX_MODEL_LEN)
+    stream_interval: int | None = Field(default=None, ge=1, le=L.MAX_STREAM_INTERVAL)
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -115,19 +116,19 @@ class _Settings(_Strict):
 
 
 class ServerDefaults(_Settings):
-    tensor_parallel_size: int = Field(default=1, ge=1)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=L.MAX_TENSOR_PARALLEL)
     topology: Topology = "separate"
-    gpus: list[int] | None = None
+    gpus: list[Annotated[int, Field(ge=0, le=L.MAX_GPU_INDEX)]] | None = None
     sim_gpu: str = "H100"
     base_port: int | None = Field(default=None, ge=1024, le=65535)
-    seed: int = 0
+    seed: int = Field(default=0, ge=L.SEED_MIN, le=L.SEED_MAX)
     api_key_env: str | None = None
 
 
 class Variant(_Settings, SpecOptions):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
     speculative: bool = True
-    num_speculative_tokens: int | None = Field(default=None, ge=1)
+    num_speculative_tokens: int | None = Field(default=None, ge=1, le=L.MAX_SPEC_TOKENS)
     sim_faults: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

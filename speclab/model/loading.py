@@ -80,10 +80,15 @@ def validate(data: Any, model: type[M], *, source: str, context: dict[str, Any] 
         raise InputError("\n".join(describe_errors(error, model, source))) from None
 
 
-def load_jsonl(path: str | Path, model: type[M], *, context: dict[str, Any] | None = None) -> list[M]:
-    """One model per non-blank line; errors name ``file:LINE``."""
+def load_jsonl(path: str | Path, model: type[M], *, context: dict[str, Any] | None = None,
+               max_bytes: int | None = None, max_line_chars: int | None = None) -> list[M]:
+    """One model per non-blank line; errors name ``file:LINE``. A file over ``max_bytes`` or a line
+    over ``max_line_chars`` is refused before it is parsed (a 200 MB line would stall the run)."""
     shown = display_path(path)
     try:
+        size = Path(path).stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise InputError(f"{shown}: {size:,} bytes; a prompts file may have at most {max_bytes:,}")
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise InputError(f"{shown}: no such file") from None
@@ -93,6 +98,9 @@ def load_jsonl(path: str | Path, model: type[M], *, context: dict[str, Any] | No
     problems: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
+            continue
+        if max_line_chars is not None and len(line) > max_line_chars:
+            problems.append(f"{shown}:{number}: {len(line):,} characters; a line may have at most {max_line_chars:,}")
             continue
         try:
             data = json.loads(line)
@@ -295,16 +303,20 @@ def describe_field(field: FieldInfo) -> str:
     bounds = []
     for meta in field.metadata:
         if isinstance(meta, at.Gt):
-            bounds.append(f"greater than {meta.gt}")
+            bounds.append(f"greater than {_num(meta.gt)}")
         elif isinstance(meta, at.Ge):
-            bounds.append(f"at least {meta.ge}")
+            bounds.append(f"at least {_num(meta.ge)}")
         elif isinstance(meta, at.Lt):
-            bounds.append(f"less than {meta.lt}")
+            bounds.append(f"less than {_num(meta.lt)}")
         elif isinstance(meta, at.Le):
-            bounds.append(f"at most {meta.le}")
+            bounds.append(f"at most {_num(meta.le)}")
         elif isinstance(meta, at.MinLen) and meta.min_length:
             bounds.append(f"with at least {meta.min_length} item{'s' if meta.min_length > 1 else ''}")
     return " ".join([base, " and ".join(bounds)]).strip()
+
+
+def _num(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _describe_type(annotation: Any) -> str:

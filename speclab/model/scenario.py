@@ -8,10 +8,11 @@ those files once so a loaded scenario is self-contained (and picklable for worke
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from . import limits as L
 from .errors import InputError
 from .gateway import DEFAULT_TENANT_HEADER, HEADER_RE, RESERVED_HEADERS, TENANT_RE
 from .loading import display_path, load_jsonl, load_toml, validate
@@ -20,24 +21,31 @@ Endpoint = Literal["chat", "completions"]
 Process = Literal["constant", "poisson", "gamma", "concurrency", "ramp", "steps"]
 OPEN_LOOP_PROCESSES: frozenset[str] = frozenset({"constant", "poisson", "gamma", "ramp"})
 DEFAULT_MAX_TOKENS = 64
+PROMPT_LINE_SLACK = 64 * 1024  # a line holds a prompt plus JSON quoting, roles and a schema
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+def _check_size(messages: list[Message] | None, where: str = "messages") -> None:
+    total = sum(len(m.content) for m in messages or [])
+    if total > L.MAX_PROMPT_CHARS:
+        raise ValueError(f"{where}: {total:,} characters of content; a prompt may have at most {L.MAX_PROMPT_CHARS:,}")
+
+
 class Message(_Strict):
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: str = Field(max_length=L.MAX_PROMPT_CHARS)
 
 
 class PromptItem(_Strict):
     """One prompt as sent: a plain prompt or a message list, with per-prompt overrides."""
 
-    prompt: str | None = None
+    prompt: str | None = Field(default=None, max_length=L.MAX_PROMPT_CHARS)
     messages: list[Message] | None = Field(default=None, min_length=1)
     prompt_class: str | None = Field(default=None, alias="class")
-    max_tokens: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0, le=L.MAX_OUTPUT_TOKENS)
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     id: str | None = None
 
@@ -45,6 +53,7 @@ class PromptItem(_Strict):
     def _one_form(self) -> PromptItem:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError('give exactly one of "prompt" or "messages"')
+        _check_size(self.messages)
         return self
 
     def as_messages(self) -> list[dict[str, str]]:
@@ -61,9 +70,9 @@ class PromptItem(_Strict):
 class Step(_Strict):
     """One rung of a ladder: an open-loop rate or a closed-loop concurrency, held for duration_s."""
 
-    rate: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, gt=0)
-    duration_s: float = Field(gt=0)
+    rate: float | None = Field(default=None, gt=0, le=L.MAX_RATE)
+    concurrency: int | None = Field(default=None, gt=0, le=L.MAX_CONCURRENCY)
+    duration_s: float = Field(gt=0, le=L.MAX_DURATION_S)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Step:
@@ -76,11 +85,11 @@ class Arrival(_Strict):
     """When requests are sent. Fields not used by the chosen process are errors, to catch typos."""
 
     process: Process
-    rate: float | None = Field(default=None, gt=0)
-    burstiness: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, gt=0)
-    start_rate: float | None = Field(default=None, gt=0)
-    end_rate: float | None = Field(default=None, gt=0)
+    rate: float | None = Field(default=None, gt=0, le=L.MAX_RATE)
+    burstiness: float | None = Field(default=None, gt=0, le=L.MAX_BURSTINESS)
+    concurrency: int | None = Field(default=None, gt=0, le=L.MAX_CONCURRENCY)
+    start_rate: float | None = Field(default=None, gt=0, le=L.MAX_RATE)
+    end_rate: float | None = Field(default=None, gt=0, le=L.MAX_RATE)
     steps: list[Step] | None = None
 
     @model_validator(mode="after")
@@ -122,15 +131,16 @@ class Arrival(_Strict):
 class PromptClass(_Strict):
     """A named class of prompts with its sampling; the unit every number is reported by."""
 
-    weight: float = Field(default=1.0, gt=0)
-    prompts: list[str | list[Message]] | None = Field(default=None, min_length=1)
+    weight: float = Field(default=1.0, gt=0, le=L.MAX_WEIGHT)
+    prompts: list[Annotated[str, Field(max_length=L.MAX_PROMPT_CHARS)] | list[Message]] | None = Field(
+        default=None, min_length=1)
     prompts_file: str | None = None
     endpoint: Endpoint | None = None
-    temperature: float | None = Field(default=None, ge=0)
+    temperature: float | None = Field(default=None, ge=0, le=L.MAX_TEMPERATURE)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=-1)
-    seed: int | None = None
-    max_tokens: int | None = Field(default=None, gt=0)  # set: every prompt; unset: per line, else 64
+    top_k: int | None = Field(default=None, ge=-1, le=L.MAX_TOP_K)
+    seed: int | None = Field(default=None, ge=L.SEED_MIN, le=L.SEED_MAX)
+    max_tokens: int | None = Field(default=None, gt=0, le=L.MAX_OUTPUT_TOKENS)  # set: every prompt; unset: per line, else 64
     stop: list[str] | str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     schema_file: str | None = None
@@ -154,6 +164,9 @@ class PromptClass(_Strict):
                 raise ValueError(f"headers.{name}: not an HTTP header name")
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"headers.{name}: set by speclab itself (an API key goes in --api-key-env)")
+        for i, prompt in enumerate(self.prompts or []):
+            if isinstance(prompt, list):
+                _check_size(prompt, f"prompts[{i}]")
         return self
 
     @property
@@ -176,15 +189,15 @@ class PromptClass(_Strict):
 class Scenario(_Strict):
     name: str | None = None
     description: str = ""
-    seed: int = 0
-    duration_s: float | None = Field(default=None, gt=0)
-    requests: int | None = Field(default=None, gt=0)
-    warmup_s: float = Field(default=0.0, ge=0)
-    warmup_requests: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=L.SEED_MIN, le=L.SEED_MAX)
+    duration_s: float | None = Field(default=None, gt=0, le=L.MAX_DURATION_S)
+    requests: int | None = Field(default=None, gt=0, le=L.MAX_REQUESTS)
+    warmup_s: float = Field(default=0.0, ge=0, le=L.MAX_DURATION_S)
+    warmup_requests: int = Field(default=0, ge=0, le=L.MAX_REQUESTS)
     endpoint: Endpoint = "chat"
     tenant_header: str = Field(default=DEFAULT_TENANT_HEADER, pattern=HEADER_RE.pattern)
-    stall_timeout_s: float = Field(default=30.0, gt=0)
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    stall_timeout_s: float = Field(default=30.0, gt=0, le=L.MAX_STALL_TIMEOUT_S)
+    request_timeout_s: float = Field(default=600.0, gt=0, le=L.MAX_REQUEST_TIMEOUT_S)
     arrival: Arrival
     classes: dict[str, PromptClass] = Field(min_length=1)
     lab: dict[str, Any] | None = None  # an inline lab section, validated by the lab loader
@@ -241,7 +254,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                 problems.append(f"{where}.schema_file: {error}")
         if spec.prompts_file is not None:
             try:
-                items = load_jsonl(base / spec.prompts_file, PromptItem)
+                items = load_jsonl(base / spec.prompts_file, PromptItem, max_bytes=L.MAX_PROMPTS_FILE_BYTES,
+                                   max_line_chars=L.MAX_PROMPT_CHARS + PROMPT_LINE_SLACK)
             except InputError as error:
                 problems.append(f"{where}.prompts_file: {error}")
                 continue

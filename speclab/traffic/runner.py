@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from speclab.model import limits as L
 from speclab.model.errors import InputError
+from speclab.model.limits import check_option
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
 
@@ -62,8 +64,7 @@ class TrafficRunner:
     ) -> None:
         if not targets:
             raise InputError("no targets to send traffic to")
-        if workers < 1:
-            raise InputError(f"workers: expected an integer of at least 1, got {workers!r}")
+        check_option("--workers", workers, 1, L.MAX_WORKERS)
         self.plan = plan_or_scenario if isinstance(plan_or_scenario, Plan) else build_plan(plan_or_scenario)
         self.targets = dict(targets)
         self.workers = workers
@@ -153,15 +154,13 @@ class TrafficRunner:
     async def set_rate(self, rate: float) -> None:
         if self.plan.mode != "open":
             raise InputError("rate: this run is closed loop (fixed concurrency); change the concurrency instead")
-        if not rate > 0:
-            raise InputError(f"rate: expected a number greater than 0, got {rate!r}")
+        check_option("rate", rate, 0, L.MAX_RATE, low_open=True)
         self._broadcast(("set_rate", float(rate), self.now()))
 
     async def set_concurrency(self, n: int) -> None:
         if self.plan.mode != "closed":
             raise InputError("concurrency: this run is open loop (a request rate); change the rate instead")
-        if n < 1:
-            raise InputError(f"concurrency: expected an integer of at least 1, got {n!r}")
+        check_option("concurrency", n, 1, L.MAX_CONCURRENCY)
         self._broadcast(("set_concurrency", int(n), self.now()))
 
     async def set_target(self, target: Target) -> None:

@@ -17,7 +17,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from speclab.model import limits as L
 from speclab.model.errors import InputError
+from speclab.model.limits import check_option
 from speclab.model.scenario import DEFAULT_MAX_TOKENS, Arrival, Scenario
 
 Mode = Literal["open", "closed"]
@@ -266,14 +268,11 @@ def build_plan(
     """
     if rate is not None and concurrency is not None:
         raise InputError("--rate and --concurrency: give one, not both")
-    if rate is not None and not rate > 0:
-        raise InputError(f"--rate: expected a number greater than 0, got {rate!r}")
-    if concurrency is not None and concurrency < 1:
-        raise InputError(f"--concurrency: expected an integer of at least 1, got {concurrency!r}")
-    if duration_s is not None and not duration_s > 0:
-        raise InputError(f"--duration: expected a number greater than 0, got {duration_s!r}")
-    if requests is not None and requests < 1:
-        raise InputError(f"--requests: expected an integer of at least 1, got {requests!r}")
+    check_option("--rate", rate, 0, L.MAX_RATE, low_open=True)
+    check_option("--concurrency", concurrency, 1, L.MAX_CONCURRENCY)
+    check_option("--duration", duration_s, 0, L.MAX_DURATION_S, low_open=True)
+    check_option("--requests", requests, 1, L.MAX_REQUESTS)
+    check_option("--seed", seed, L.SEED_MIN, L.SEED_MAX)
     arrival = _apply_arrival_overrides(scenario.arrival, rate, concurrency)
     dur = scenario.duration_s if duration_s is None and requests is None else duration_s
     req = scenario.requests if duration_s is None and requests is None else requests

@@ -72,7 +72,7 @@ def test_good_lab_loads(tmp_path: Path) -> None:
     ("old", "new", "expected"),
     [
         ('model = "org/d"\n', "", "lab.toml: draft.model: method 'draft_model' needs a draft model"),
-        ("num_speculative_tokens = 2", "num_speculative_tokens = 0", "lab.toml: variants[1].num_speculative_tokens: expected an integer at least 1, got 0"),
+        ("num_speculative_tokens = 2", "num_speculative_tokens = 0", "lab.toml: variants[1].num_speculative_tokens: expected an integer at least 1 and at most 64, got 0"),
         ('name = "k2"\nnum_speculative_tokens = 2', 'name = "k2"', "lab.toml: variants[1].num_speculative_tokens: variant 'k2' is speculative"),
         ('name = "k2"', 'name = "baseline"', "lab.toml: variants: duplicate variant name(s) baseline"),
         ("speculative = false", "num_speculative_tokens = 1", "lab.toml: variants: no baseline"),

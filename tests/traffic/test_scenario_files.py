@@ -39,7 +39,7 @@ def _error(path: Path) -> str:
 def test_bad_rate_names_file_field_and_expectation(tmp_path: Path) -> None:
     path = _write(tmp_path, BASE.replace("rate = 2", 'rate = "fast"'))
     message = _error(path)
-    assert message.endswith("x.toml: arrival.rate: expected a number greater than 0, got 'fast'")
+    assert message.endswith("x.toml: arrival.rate: expected a number greater than 0 and at most 10000, got 'fast'")
 
 
 def test_unknown_key_suggests_the_known_one(tmp_path: Path) -> None:
@@ -50,8 +50,8 @@ def test_unknown_key_suggests_the_known_one(tmp_path: Path) -> None:
 def test_every_problem_gets_a_line(tmp_path: Path) -> None:
     text = BASE.replace("rate = 2", "rate = 0") + '\n[classes.b]\nweight = -1\nendpoint = "chta"\nprompts = ["x"]\n'
     lines = _error(_write(tmp_path, text)).splitlines()
-    assert any("arrival.rate: expected a number greater than 0, got 0" in x for x in lines)
-    assert any("classes.b.weight: expected a number greater than 0, got -1" in x for x in lines)
+    assert any("arrival.rate: expected a number greater than 0 and at most 10000, got 0" in x for x in lines)
+    assert any("classes.b.weight: expected a number greater than 0 and at most 1000000, got -1" in x for x in lines)
     assert any("classes.b.endpoint: expected one of 'chat', 'completions', got 'chta'; did you mean 'chat'?" in x
                for x in lines)
 
