@@ -134,6 +134,8 @@ def run_compare(a: str, b: str, report_dir: Path | None) -> int:
 
     ra, rb = Recording.open(resolve(a, "recordings")), Recording.open(resolve(b, "recordings"))
     result = compare_recordings(ra, rb)
+    if result["scenarios"]["note"]:
+        click.echo(f"warning: {result['scenarios']['note']}", err=True)
     if report_dir is not None:
         write_comparison(result, Path(report_dir))
         click.echo(f"comparison: {report_dir}/compare.json, {report_dir}/compare.md")

@@ -38,7 +38,7 @@ def structured_counts(records: Iterable[RequestRecord]) -> dict[str, dict[str, S
     for record in records:
         if record.warmup:
             continue
-        had_schema = record.schema_valid is not None or bool(record.prompt.get("schema"))
+        had_schema = record.schema_valid is not None or bool(record.prompt.get("schema") or record.prompt.get("has_schema"))
         if not had_schema:
             continue
         per_class = out.setdefault(record.variant, {})

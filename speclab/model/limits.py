@@ -62,8 +62,12 @@ def check_option(name: str, value: float | None, low: float, high: float, *, low
         return
     ok = (value > low if low_open else value >= low) and value <= high
     if not ok:  # NaN fails both comparisons
-        sign = ">" if low_open else "≥"
-        raise InputError(f"{name}: expected a number {sign} {_fmt(low)} and ≤ {_fmt(high)}, got {value!r}")
+        words = "greater than" if low_open else "at least"
+        raise InputError(f"{name}: expected a number {words} {_plain(low)} and at most {_plain(high)}, got {value!r}")
+
+
+def _plain(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _bounds(info: FieldInfo) -> tuple[str | None, str | None]:

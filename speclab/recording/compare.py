@@ -9,7 +9,6 @@ epoch 2 in B); transitions are in neither. Rows are keyed by the variant for epo
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from speclab.metrics.epochs import EpochBook
 from speclab.model.names import Metric
+from speclab.model.prompt_ref import record_digest
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import ALL_CLASSES, ClassStats, EpochStats, Snapshot
 
@@ -77,34 +77,35 @@ def is_greedy(sampling: Mapping[str, Any]) -> bool:
     return (temperature is not None and float(temperature) == 0.0) or sampling.get("top_k") == 1
 
 
-def match_key(record: RequestRecord) -> tuple[Any, ...]:
-    """The plan position when the client recorded it, else the class and what was asked."""
+def match_key(record: RequestRecord, *, same_plan: bool = True) -> tuple[Any, ...]:
+    """The plan position and prompt digest when both runs fired the same plan, else the prompt
+    digest alone: a position never matches two different prompts."""
     prompt = record.prompt or {}
-    if "index" in prompt:
-        return ("index", prompt["index"])
-    asked = {k: v for k, v in prompt.items() if k in ("prompt", "messages")}
-    if asked:
-        return ("prompt", record.prompt_class, json.dumps(asked, sort_keys=True))
+    digest = record_digest(prompt)
+    if same_plan and "index" in prompt:
+        return ("index", prompt["index"], digest)
+    if digest is not None:
+        return ("prompt", digest)
     return ("id", record.request_id)
 
 
-def _keyed(records: Iterable[RequestRecord], variant: str) -> dict[tuple[Any, ...], RequestRecord]:
+def _keyed(records: Iterable[RequestRecord], variant: str, same_plan: bool = True) -> dict[tuple[Any, ...], RequestRecord]:
     """Successful non-warm-up records of a variant by match key; repeats of a key get an ordinal."""
     out: dict[tuple[Any, ...], RequestRecord] = {}
     seen: dict[tuple[Any, ...], int] = defaultdict(int)
     for r in sorted((r for r in records if r.variant == variant), key=lambda r: r.intended):
         if not r.ok or r.warmup:
             continue
-        key = match_key(r)
+        key = match_key(r, same_plan=same_plan)
         out[(*key, seen[key])] = r
         seen[key] += 1
     return out
 
 
 def compare_outputs(a: Iterable[RequestRecord], b: Iterable[RequestRecord], variant_a: str,
-                    variant_b: str | None = None) -> dict[str, Any]:
+                    variant_b: str | None = None, *, same_plan: bool = True) -> dict[str, Any]:
     """Greedy requests matched across runs: identical or differing token ids, first differing position."""
-    left, right = _keyed(a, variant_a), _keyed(b, variant_b or variant_a)
+    left, right = _keyed(a, variant_a, same_plan), _keyed(b, variant_b or variant_a, same_plan)
     identical = differing = skipped = 0
     examples: list[dict[str, Any]] = []
     positions: list[int] = []
@@ -193,9 +194,12 @@ def compare_recordings(a: Recording, b: Recording, *, variant_map: Mapping[str, 
     paired = paired_epochs(snap_a, snap_b, pairs)
     recs_a, recs_b = records_by_epoch(a), records_by_epoch(b)
     keys = {key for key, *_ in paired}
+    scenarios = scenario_match(a, b)
+    same_plan = scenarios["same"]
     return {
         "a": _describe(a),
         "b": _describe(b),
+        "scenarios": scenarios,
         "variants": compare_snapshots(snap_a, snap_b, pairs),
         "epochs": {key: {"variant_a": va, "variant_b": vb, "epoch": ea.info.epoch, "label_a": ea.info.label,
                          "label_b": eb.info.label} for key, va, vb, ea, eb in paired},
@@ -209,9 +213,18 @@ def compare_recordings(a: Recording, b: Recording, *, variant_map: Mapping[str, 
         },
         "transitions": {"a": [t.as_dict() for t in snap_a.transitions], "b": [t.as_dict() for t in snap_b.transitions]},
         "outputs": {key: compare_outputs(recs_a.get((va, ea.info.epoch), []), recs_b.get((vb, eb.info.epoch), []),
-                                         va, vb) for key, va, vb, ea, eb in paired},
+                                         va, vb, same_plan=same_plan) for key, va, vb, ea, eb in paired},
         "warnings": [*a.warnings, *b.warnings],
     }
+
+
+def scenario_match(a: Recording, b: Recording) -> dict[str, Any]:
+    """Did both runs fire the same scenario? If not, outputs are matched by prompt, never by position."""
+    name_a, name_b = a.manifest.get("scenario"), b.manifest.get("scenario")
+    same = name_a == name_b
+    note = "" if same else (f"different scenarios ({name_a!r} in A, {name_b!r} in B): latency and acceptance "
+                            "tables compare unrelated traffic; outputs are matched only where the same prompt was sent")
+    return {"a": name_a, "b": name_b, "same": same, "note": note}
 
 
 def _describe(recording: Recording) -> dict[str, Any]:
@@ -246,6 +259,8 @@ def render_markdown(result: Mapping[str, Any]) -> str:
              f"{b['duration_s']:.1f} s{' (simulated)' if b['simulated'] else ''}",
              "", "Values are A → B (B − A). Latencies in ms, corrected for coordinated omission unless noted.", ""]
     labels = result.get("epochs") or {}
+    if result.get("scenarios", {}).get("note"):
+        lines += [f"> **{result['scenarios']['note']}**", ""]
     for variant, classes in result["variants"].items():
         meta = labels.get(variant) or {}
         both = variant

@@ -9,10 +9,11 @@ its report is still written.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import layout
+from .prompts import write_prompts
 from .writer import RecordingWriter, write_json_atomic
 
 FAILED_STATUS = "write_failed"
@@ -47,6 +48,10 @@ class GuardedWriter(RecordingWriter):
         with contextlib.suppress(Exception):
             self._hlog_lines.close()
         self._closed = True
+
+    def write_prompts(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """The prompts table (``prompts.py``): the records then keep only a reference to each prompt."""
+        self._guard(write_prompts, self.path, items)
 
     def write_records(self, *args: Any, **kwargs: Any) -> None:
         self._guard(super().write_records, *args, **kwargs)

@@ -16,26 +16,32 @@ warm-up was a duration or a request count, so both runs measure the same request
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from speclab.model.errors import InputError
+from speclab.model.prompt_ref import reference
 from speclab.model.records import RequestRecord
 from speclab.traffic.schedule import ClassPlan, Plan, PlannedRequest, Segment
 
+from .prompts import asked, read_prompts
 from .reader import Recording
 
 
-def planned_request(record: RequestRecord, index: int) -> PlannedRequest:
-    info: dict[str, Any] = dict(record.prompt)
-    endpoint = str(info.get("endpoint") or ("chat" if "messages" in info else "completions"))
-    messages = info.get("messages")
-    prompt = info.get("prompt")
+def planned_request(record: RequestRecord, index: int, what: dict[str, Any] | None = None) -> PlannedRequest:
+    """``what`` is the resolved prompt (``prompts.asked``); records of older recordings carry it inline."""
+    what = what if what is not None else dict(record.prompt)
+    endpoint = str(record.prompt.get("endpoint") or ("chat" if "messages" in what else "completions"))
+    messages = what.get("messages")
+    prompt = what.get("prompt")
     if endpoint == "chat" and messages is None:
         messages = [{"role": "user", "content": prompt or ""}]
     if endpoint == "completions" and prompt is None:
         prompt = "\n\n".join(str(m.get("content", "")) for m in messages or [])
-    info["index"] = index
+    ref = str(record.prompt.get("ref") or f"{record.prompt_class}/{index}")
+    asked = {"messages": what["messages"]} if "messages" in what else {"prompt": what.get("prompt") or ""}
+    info = reference(endpoint, index, ref, asked, what.get("schema") is not None)
     return PlannedRequest(
         index=index,
         request_id=f"refire-{index}",
@@ -44,7 +50,7 @@ def planned_request(record: RequestRecord, index: int) -> PlannedRequest:
         messages=messages if endpoint == "chat" else None,
         prompt=prompt if endpoint == "completions" else None,
         sampling=dict(record.sampling),
-        schema=info.get("schema"),
+        schema=what.get("schema"),
         info=info,
     )
 
@@ -54,26 +60,28 @@ def refire_plan(recording: Recording) -> list[tuple[float, PlannedRequest]]:
     return _offsets(_one_record_per_position(recording))
 
 
-def _offsets(ordered: list[RequestRecord]) -> list[tuple[float, PlannedRequest]]:
-    origin = ordered[0].intended
-    return [(r.intended - origin, planned_request(r, r.prompt.get("index", i))) for i, r in enumerate(ordered)]
+def _offsets(ordered: list[tuple[RequestRecord, dict[str, Any]]]) -> list[tuple[float, PlannedRequest]]:
+    origin = ordered[0][0].intended
+    return [(r.intended - origin, planned_request(r, r.prompt.get("index", i), what))
+            for i, (r, what) in enumerate(ordered)]
 
 
-def _one_record_per_position(recording: Recording) -> list[RequestRecord]:
-    chosen: dict[Any, RequestRecord] = {}
+def _one_record_per_position(recording: Recording) -> list[tuple[RequestRecord, dict[str, Any]]]:
+    table = read_prompts(recording.path)
+    chosen: dict[Any, tuple[RequestRecord, dict[str, Any]]] = {}
     missing = 0
     for record in sorted(recording.records, key=lambda r: (r.intended, r.variant)):
-        asked = record.prompt or {}
-        if "messages" not in asked and "prompt" not in asked:
+        what = asked(record, table)
+        if what is None:
             missing += 1
             continue
-        key = asked.get("index", (record.prompt_class, record.intended))
-        chosen.setdefault(key, record)
+        key = (record.prompt or {}).get("index", (record.prompt_class, record.intended))
+        chosen.setdefault(key, (record, what))
     if not chosen:
         raise InputError(
             f"{recording.path}: the recording stores no prompts ({missing} records without one); it cannot be refired"
         )
-    return sorted(chosen.values(), key=lambda r: r.intended)
+    return sorted(chosen.values(), key=lambda pair: pair[0].intended)
 
 
 class RecordedTimes:
@@ -101,6 +109,12 @@ class RefirePlan(Plan):
 
     def unit_gaps(self) -> RecordedTimes:  # type: ignore[override]
         return RecordedTimes(tuple(t for t, _ in self.recorded))
+
+    def prompt_items(self) -> Iterator[dict[str, Any]]:
+        for _, req in self.recorded:
+            asked = {"messages": req.messages} if req.messages is not None else {"prompt": req.prompt}
+            yield {"ref": req.info["ref"], "sha256": req.info["sha256"], "class": req.prompt_class,
+                   "endpoint": req.endpoint, **asked, "schema": req.schema}
 
 
 def refire_traffic_plan(recording: Recording, *, stall_timeout_s: float = 30.0,
@@ -130,5 +144,5 @@ def refire_traffic_plan(recording: Recording, *, stall_timeout_s: float = 30.0,
         segments=(Segment(0.0, 1.0),),
         overrides={"refire": str(recording.path)},
         recorded=recorded,
-        recorded_warmup=tuple(r.warmup for r in ordered),
+        recorded_warmup=tuple(r.warmup for r, _ in ordered),
     )

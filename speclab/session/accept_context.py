@@ -21,6 +21,7 @@ import aiohttp
 from speclab.gates.golden import GoldenCase
 from speclab.model.gates import GateProfile
 from speclab.model.lab import Lab
+from speclab.model.prompt_ref import reference
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
 from speclab.servers.engine import EngineChoice
@@ -45,13 +46,8 @@ def planned(
 ) -> PlannedRequest:
     """One request as the traffic client sends it: chat when ``messages`` are given, else completions."""
     endpoint = "chat" if messages is not None else "completions"
-    info: dict[str, Any] = {"endpoint": endpoint, "index": index}
-    if messages is not None:
-        info["messages"] = messages
-    else:
-        info["prompt"] = prompt or ""
-    if schema is not None:
-        info["schema"] = schema
+    asked = {"messages": messages} if messages is not None else {"prompt": prompt or ""}
+    info = reference(endpoint, index, request_id, asked, schema is not None)
     return PlannedRequest(
         index=index, request_id=request_id, prompt_class=prompt_class, endpoint=endpoint,
         messages=messages, prompt=prompt if messages is None else None, sampling=dict(sampling),

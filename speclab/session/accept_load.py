@@ -154,8 +154,10 @@ def _recorder(ctx: AcceptContext, plan: Plan) -> RecordingWriter | None:
         "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(), "engine": s.engine,
                         "baseline": s.baseline} for n, s in ctx.servers.items()},
     }
-    return GuardedWriter(Path(ctx.record_path), manifest, force=ctx.force,
-                         on_failure=lambda line: ctx.say(f"  canary: warning: {line}"))
+    writer = GuardedWriter(Path(ctx.record_path), manifest, force=ctx.force,
+                           on_failure=lambda line: ctx.say(f"  canary: warning: {line}"))
+    writer.write_prompts(plan.prompt_items())
+    return writer
 
 
 async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:

@@ -222,8 +222,10 @@ class LiveSession:
             "host": {"hostname": platform.node(), "python": platform.python_version(), "platform": platform.platform()},
         }
         secrets = [self._api_key] if self._api_key else []
-        return GuardedWriter(self.options.record_path, manifest, force=self.options.force, secrets=secrets,
-                             on_failure=lambda line: self.add_event(Event(t=self.now(), kind="warning", message=line)))
+        writer = GuardedWriter(self.options.record_path, manifest, force=self.options.force, secrets=secrets,
+                               on_failure=lambda line: self.add_event(Event(t=self.now(), kind="warning", message=line)))
+        writer.write_prompts(self.plan.prompt_items())
+        return writer
 
     # -- data flow -------------------------------------------------------------------------------
 

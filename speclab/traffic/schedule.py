@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 import random
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from speclab.model import limits as L
 from speclab.model.errors import InputError
 from speclab.model.limits import check_option
+from speclab.model.prompt_ref import prompt_digest
 from speclab.model.scenario import DEFAULT_MAX_TOKENS, Arrival, Scenario
 
 Mode = Literal["open", "closed"]
@@ -36,7 +38,7 @@ class PlannedRequest:
     prompt: str | None  # completions
     sampling: dict[str, Any]  # exactly the sampling fields sent (max_tokens, temperature, seed, ...)
     schema: dict[str, Any] | None
-    info: dict[str, Any]  # RequestRecord.prompt: what was asked, for refire and output matching
+    info: dict[str, Any]  # RequestRecord.prompt: a reference to what was asked (speclab.model.prompt_ref)
     tenant: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # the class's headers, the tenant's among them
 
@@ -46,7 +48,7 @@ class ClassPlan:
     name: str
     weight: float
     endpoint: str
-    items: tuple[dict[str, Any], ...]  # {"messages"|"prompt", "max_tokens", "schema"}
+    items: tuple[dict[str, Any], ...]  # {"ref", "messages"|"prompt", "max_tokens", "schema"}
     sampling: dict[str, Any]  # temperature/top_p/top_k/stop, and max_tokens when the class fixes it
     fixed_seed: int | None
     stochastic: bool
@@ -114,13 +116,9 @@ class Plan:
         elif chosen.stochastic:
             sampling["seed"] = rng.randrange(_SEED_SPACE)
         schema = item.get("schema")
-        info: dict[str, Any] = {"endpoint": chosen.endpoint, "index": index}
-        if "messages" in item:
-            info["messages"] = item["messages"]
-        else:
-            info["prompt"] = item["prompt"]
+        info: dict[str, Any] = {"endpoint": chosen.endpoint, "index": index, "ref": item["ref"], "sha256": item["sha256"]}
         if schema is not None:
-            info["schema"] = schema
+            info["has_schema"] = True
         messages = item.get("messages")
         prompt = item.get("prompt")
         if chosen.endpoint == "chat" and messages is None:
@@ -140,6 +138,14 @@ class Plan:
             tenant=chosen.tenant,
             headers=chosen.headers,
         )
+
+    def prompt_items(self) -> Iterator[dict[str, Any]]:
+        """Every prompt the plan can send, once: what a recording's prompts table holds."""
+        for cls in self.classes:
+            for item in cls.items:
+                asked: dict[str, Any] = {k: item[k] for k in ("prompt", "messages") if k in item}
+                yield {"ref": item["ref"], "sha256": item["sha256"], "class": cls.name, "endpoint": cls.endpoint,
+                       **asked, "schema": item.get("schema")}
 
     def _total_weight(self) -> float:
         return sum(c.weight for c in self.classes)
@@ -352,12 +358,13 @@ def _concurrency_steps(arrival: Arrival) -> tuple[tuple[float, int], ...]:
 def _class_plan(scenario: Scenario, name: str) -> ClassPlan:
     spec = scenario.classes[name]
     items: list[dict[str, Any]] = []
-    for item in spec.items():
-        entry: dict[str, Any] = {}
+    for position, item in enumerate(spec.items()):
+        entry: dict[str, Any] = {"ref": f"{name}/{position}"}
         if item.messages is not None:
             entry["messages"] = item.as_messages()
         else:
             entry["prompt"] = item.prompt
+        entry["sha256"] = prompt_digest(entry)
         entry["max_tokens"] = item.max_tokens
         entry["schema"] = item.schema_ if item.schema_ is not None else spec.schema_
         items.append(entry)

@@ -58,9 +58,15 @@ async def test_ctrl_c_stops_servers_and_writes_a_partial_report(tmp_path: Path) 
 
     import aiohttp
 
-    out = io.StringIO()
-    loop = asyncio.get_running_loop()
-    loop.call_later(3.0, os.kill, os.getpid(), signal.SIGINT)
+    class CtrlCOnCanary(io.StringIO):
+        """Ctrl-C once the canary's traffic is running: waits on the event, not on a clock."""
+
+        def write(self, text: str) -> int:
+            if "stage canary: running" in text:
+                asyncio.get_running_loop().call_soon(os.kill, os.getpid(), signal.SIGINT)
+            return super().write(text)
+
+    out = CtrlCOnCanary()
     code = await run_accept_stages(
         AcceptOptions(lab="default", engine="sim", report_dir=tmp_path, stages=("golden", "canary"),
                       overrides={"canary": {"requests": 400, "rate": 8.0}}),

@@ -59,7 +59,11 @@ def test_seeds_only_for_stochastic_sampling_and_weights_respected() -> None:
     assert len(seeds) > 0.95 * len(by_class["sampled"])
     assert {r.sampling["seed"] for r in by_class["pinned"]} == {99}
     assert all(r.endpoint == "completions" and r.prompt == "d" for r in by_class["sampled"])
-    assert all(r.messages == [{"role": "user", "content": r.info["prompt"]}] for r in by_class["greedy"])
+    table = {item["ref"]: item for item in plan.prompt_items()}
+    assert all(r.messages == [{"role": "user", "content": table[r.info["ref"]]["prompt"]}] for r in by_class["greedy"])
+    # what a record keeps is a reference to the prompt, never its text
+    assert all(set(r.info) <= {"endpoint", "index", "ref", "sha256", "has_schema"} for r in requests)
+    assert all(r.info["sha256"] == table[r.info["ref"]]["sha256"] for r in requests)
     share = len(by_class["greedy"]) / len(requests)
     assert 0.57 < share < 0.63  # weight 3 of 5
 
