@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,17 @@ from .worker import WorkerConfig, worker_main
 READY_TIMEOUT_S = 60.0
 START_DELAY_S = 0.1
 _END = object()
+
+
+def start_without_sigint(proc: Any) -> None:
+    """Start a worker with SIGINT blocked, so a terminal's Ctrl-C (sent to the whole process group)
+    reaches only the parent, which drains the workers; the child inherits the mask through exec
+    and ignores SIGINT from its first instruction (``worker_main``), imports included."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @dataclass
@@ -122,7 +134,7 @@ class TrafficRunner:
             proc = ctx.Process(
                 target=worker_main, args=(config, ctrl_child, data_child), name=f"speclab-traffic-{w}", daemon=True
             )
-            await loop.run_in_executor(None, proc.start)
+            await loop.run_in_executor(None, start_without_sigint, proc)
             ctrl_child.close()
             data_child.close()
             self._procs.append(proc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import signal
 import threading
 import traceback
 from dataclasses import dataclass
@@ -63,7 +64,10 @@ class _Sender:
 
 
 def worker_main(config: WorkerConfig, ctrl: Connection, data: Connection) -> None:
-    """Process entry point (multiprocessing spawn)."""
+    """Process entry point (multiprocessing spawn). SIGINT is the parent's to handle: it arrived
+    blocked (``runner.start_without_sigint``) and is ignored from here on."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     sender = _Sender(data)
     try:
         summary = _run(_amain(config, ctrl, sender))
