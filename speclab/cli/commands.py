@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from speclab.model.exit_codes import ExitCode
 from speclab.session.options import RunOptions
 
 LAB_DEFAULT_DURATION_S = 24 * 3600.0
+DEFAULT_LAB = "default"
+DEFAULT_SCENARIO = "mixed"
 
 
 def _variants(value: str | None) -> tuple[str, ...] | None:
@@ -53,11 +56,37 @@ def run_headless(scenario: str, opts: dict[str, Any]) -> int:
     return int(asyncio.run(run_session(options)))
 
 
-def open_lab(lab_name: str, scenario: str, opts: dict[str, Any]) -> int:
+def lab_positionals(lab_name: str | None, scenario: str | None, attach: bool) -> tuple[str | None, str]:
+    """(lab, scenario) from `speclab lab [LAB] [SCENARIO]`; with --attach the one positional is the
+    scenario (an empty LAB, as older command lines passed, is accepted and means none)."""
+    if attach:
+        if scenario is None:
+            return None, lab_name or DEFAULT_SCENARIO
+        if lab_name:
+            raise InputError(f"speclab lab --attach: give only [SCENARIO] (got {lab_name!r} and {scenario!r}); "
+                             "attached servers are measured instead of a lab's")
+        return None, scenario
+    return lab_name or DEFAULT_LAB, scenario or DEFAULT_SCENARIO
+
+
+def default_recording(now: float | None = None) -> Path:
+    """recordings/YYYYmmdd-HHMMSS in the current directory (a suffix if that exists)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    path = Path("recordings") / stamp
+    n = 2
+    while path.exists():
+        path, n = Path("recordings") / f"{stamp}-{n}", n + 1
+    return path
+
+
+def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -> int:
     from speclab.session.live import LiveSession
     from speclab.ui.app import create_app
 
-    options = run_options(scenario, opts, lab=opts.get("lab_name_opt") or lab_name)
+    lab, scenario_name = lab_positionals(lab_name, scenario, bool(opts.get("attach")))
+    if opts.get("record_path") is None and not opts.get("no_record"):
+        opts = {**opts, "record_path": default_recording()}
+    options = run_options(scenario_name, opts, lab=opts.get("lab_name_opt") or lab)
     if options.duration is None and options.requests is None:
         # The lab stays open all day: the scenario's traffic runs until `q` unless bounded here.
         options = dataclasses.replace(options, duration=LAB_DEFAULT_DURATION_S)
@@ -69,7 +98,25 @@ def open_lab(lab_name: str, scenario: str, opts: dict[str, Any]) -> int:
         # and traffic workers are daemons, so nothing outlives this process even if this fails.
         with contextlib.suppress(Exception):
             asyncio.run(session.stop())
+    if app.source_error is not None and session.final is None:
+        raise app.source_error  # e.g. a server never became ready: one line and its exit code
+    for line in lab_summary(session):
+        click.echo(line)
     return int(app.return_code or 0)
+
+
+def lab_summary(session: Any) -> list[str]:
+    """What the lab measured and where it went, printed once the app has closed."""
+    from speclab.headless.progress import progress_line
+
+    lines = []
+    if session.final is not None:
+        lines.append(f"speclab lab: {session.info.scenario} on {session.info.lab}: {progress_line(session.final)}")
+    path = session.options.record_path
+    if path is not None:
+        failure = getattr(session.recorder, "failure", None)
+        lines.append(f"recording: {path}" + (f" ({failure})" if failure else f" (replay: speclab replay {path})"))
+    return lines
 
 
 def show_lab(lab_name: str, engine: str) -> int:

@@ -27,12 +27,15 @@ def lab() -> None:
 
 
 @lab.command("open")
-@click.argument("lab_name", required=False, default="default", metavar="[LAB]")
-@click.argument("scenario", required=False, default="mixed", metavar="[SCENARIO]")
+@click.argument("lab_name", required=False, default=None, metavar="[LAB]")
+@click.argument("scenario", required=False, default=None, metavar="[SCENARIO]")
 @run_options
 @attach_options
-def lab_open(lab_name: str, scenario: str, **opts: Any) -> None:
-    """Open the Textual app on LAB (default: the bundled lab on the simulator) and SCENARIO."""
+@click.option("--no-record", is_flag=True, help="do not record (by default the lab records into recordings/)")
+def lab_open(lab_name: str | None, scenario: str | None, **opts: Any) -> None:
+    """Open the Textual app on LAB (default: the bundled lab on the simulator) and SCENARIO
+    (default: mixed). With --attach the one positional is the SCENARIO. Records into
+    recordings/TIME unless --record PATH or --no-record; prints a summary and the paths on exit."""
     from speclab.cli.commands import open_lab
 
     _guard(lambda: open_lab(lab_name, scenario, opts))

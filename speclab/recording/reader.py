@@ -229,7 +229,7 @@ def read_recording(path: Path) -> Recording:
     manifest = _read_manifest(path)
     warnings: list[str] = []
     recording = Recording(path=path, manifest=manifest, warnings=warnings)
-    recording.complete = manifest.get("status") in ("complete", "interrupted", "failed")
+    recording.complete = manifest.get("status") in ("complete", "interrupted", "failed", "stopped")  # "stopped": q
     intervals, last_closed = _read_hlog(path / layout.INTERVALS, float(manifest["interval_s"]), warnings)
     recording.last_closed_interval = last_closed
     records = list(_read_lines(path / layout.REQUESTS, warnings, lambda s: RequestRecord.from_dict(_json_line(s))))

@@ -28,6 +28,7 @@ from .argv import SIM_MODULE, Engine, build_argv, redact_argv, served_model_name
 from .memory import MemoryInfo
 from .process import LineCallback, ServerProcess, free_port
 
+SIM_SERIES_PREFIX = "speclab_sim_"
 DEFAULT_READY_TIMEOUT_S: dict[str, float] = {"sim": 60.0, "vllm": 1200.0}
 SETTING_KEYS = (
     "num_speculative_tokens", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
@@ -50,6 +51,7 @@ class RunningServer:
     log_path: Path | None = None
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets: never print
     status: str = "starting"
+    simulated: bool = False  # launched on the simulator, or an attached server serving speclab_sim_* series
     _process: ServerProcess | None = field(default=None, repr=False)
     _token: str = field(default="", repr=False)  # the launch token it must serve (identity.py)
 
@@ -97,6 +99,10 @@ async def probe_attached(server: RunningServer, timeout: float = 10.0) -> Runnin
                 if resp.status != 200:
                     raise ServerNotReadyError(f"{server.variant}: {server.base_url}/v1/models answered {resp.status}")
                 body = await resp.json()
+            # An attached simulator is still simulated: it serves its own health series.
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                async with s.get(f"{server.base_url}/metrics") as resp:
+                    server.simulated = resp.status == 200 and SIM_SERIES_PREFIX in await resp.text()
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
         raise ServerNotReadyError(f"{server.variant}: cannot reach {server.base_url}: {error or type(error).__name__}") from None
     models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
@@ -166,7 +172,7 @@ class ServerManager:
             variant=variant, base_url=base_url, model_name=served_model_name(lab, self.engine), engine=self.engine,
             argv=redact_argv(argv), command=shell_line(argv, {k: v for k, v in env.items() if k != "VLLM_API_KEY"}),
             memory=process.memory, settings=settings_of(lab, eff), baseline=not eff.speculative,
-            log_path=process.log_path, _process=process, _token=token,
+            log_path=process.log_path, simulated=self.engine == "sim", _process=process, _token=token,
         )
 
     async def _launch(self, server: RunningServer) -> RunningServer:

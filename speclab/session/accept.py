@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import signal
 import sys
 import tempfile
@@ -134,6 +135,8 @@ class _Run:
         if self.manager is not None:
             manager, self.manager = self.manager, None
             await manager.stop()
+        if self.ctx.log_dir is not None:
+            shutil.rmtree(self.ctx.log_dir, ignore_errors=True)
 
     def _keep(self, snap: Snapshot | None, source: str) -> None:
         if snap is not None:

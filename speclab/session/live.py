@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -187,6 +189,8 @@ class LiveSession:
         for spec in self.options.attach:
             label, url = parse_attach(spec)
             self.servers_running[label] = await probe_attached(attach(label, url, self.headers))
+        if not self.simulated and any(s.simulated for s in self.servers_running.values()):
+            self._label_simulated()
         self.run_start = self._clock()  # the run clock starts once servers are up
         self.recorder = self._open_recorder()
         self.http = aiohttp.ClientSession()
@@ -208,6 +212,13 @@ class LiveSession:
         if self.changes:
             start = self.runner.traffic_start or self.now()
             self._tasks.append(asyncio.create_task(run_changes(self, self.changes, start), name="speclab-changes"))
+
+    def _label_simulated(self) -> None:
+        """An attached speclab.sim is labelled simulated like a launched one, everywhere its numbers go."""
+        names = ", ".join(n for n, srv in self.servers_running.items() if srv.simulated)
+        self.simulated = self.aggregator.simulated = True
+        self.info = dataclasses.replace(self.info, simulated=True)
+        self.engine_label += f"; simulated: {names} serve speclab_sim_* series"
 
     def _open_recorder(self) -> RecordingWriter | None:
         if self.options.record_path is None:
@@ -420,6 +431,7 @@ class LiveSession:
                 await self.http.close()
             if self.manager is not None:
                 await self.manager.stop()
+            shutil.rmtree(self._log_dir, ignore_errors=True)  # the recording has copies
 
     # -- LiveControls ------------------------------------------------------------------------------
 

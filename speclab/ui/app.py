@@ -39,6 +39,7 @@ class SpeclabApp(App[None]):
         self.state = LabState(source.info)
         self.state.set_servers(source.servers())
         self.stopped = False
+        self.source_error: SpeclabError | None = None  # why the source ended early; the CLI exits with it
         self._lab: LabScreen | None = None
 
     @property
@@ -60,6 +61,7 @@ class SpeclabApp(App[None]):
                 self.state.ingest(snapshot)
                 self.post_message(SnapshotArrived(snapshot))
         except SpeclabError as error:
+            self.source_error = error
             self.post_message(SourceEnded(str(error)))
             return
         self.post_message(SourceEnded())

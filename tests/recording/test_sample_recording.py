@@ -24,3 +24,13 @@ def test_sample_recording_opens_and_replays() -> None:
         assert total.acceptance.acceptance_length > 1.0
     assert final.cumulative["baseline"].total.acceptance.steps == 0
     assert rec.histograms("e2e_corrected").count > 0
+
+
+def test_the_repository_has_the_top_level_recordings_folder_its_layout_promises() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    top = root / "recordings"
+    assert top.is_dir() and not top.is_symlink()  # new recordings land here, not in the package
+    assert (top / "sample" / "manifest.json").resolve() == (resolve("sample", "recordings") / "manifest.json").resolve()
+    assert Recording.open(top / "sample").complete
