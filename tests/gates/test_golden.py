@@ -148,7 +148,6 @@ def test_accuracy_and_drop_gate(tmp_path: Path) -> None:
 BUNDLED_GOLDEN = Path(__file__).resolve().parents[2] / "speclab" / "bundled" / "scenarios" / "golden"
 
 
-@pytest.mark.skipif(not list(BUNDLED_GOLDEN.glob("*.jsonl")), reason="bundled golden set not written yet")
 def test_bundled_golden_set_loads_with_every_class() -> None:
     cases = load_golden(BUNDLED_GOLDEN)
     classes = {c.prompt_class for c in cases}

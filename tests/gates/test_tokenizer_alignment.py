@@ -74,7 +74,6 @@ def test_missing_tokenizer_is_an_input_error(tmp_path: Path) -> None:
         compare_tokenizers(tmp_path / "nope", tmp_path / "draft")
 
 
-@pytest.mark.skipif(not (SIM_MODELS / "sim-1b-misaligned").is_dir(), reason="simulator model dirs not built yet")
 def test_simulator_pairs() -> None:
     assert compare_tokenizers(SIM_MODELS / "sim-8b", SIM_MODELS / "sim-1b").aligned
     misaligned = compare_tokenizers(SIM_MODELS / "sim-8b", SIM_MODELS / "sim-1b-misaligned")

@@ -1,7 +1,8 @@
 """Every command line the builder emits, parsed by vLLM 0.33.0's own `vllm serve` parser.
 
 Needs the cached parser venv built by scripts/vllm_parser_env.sh (``$SPECLAB_VLLM_VENV``, default
-``~/.cache/speclab/vllm-parser-venv``); skipped with that reason where it is absent. All command
+``~/.cache/speclab/vllm-parser-venv``); skipped with that reason where it is absent, and a
+failure instead where ``SPECLAB_REQUIRE_VLLM_PARSER=1`` (as in .ci/run). All command
 lines go through one subprocess so the ~7 s import is paid once.
 """
 
@@ -27,11 +28,13 @@ from .regen_vllm_flags import HERE, render, venv_python
 pytestmark = pytest.mark.vllm_parser
 
 PYTHON = venv_python()
+# CI sets this (.ci/run): there a missing parser environment is a failure, never a quiet skip.
+REQUIRE_ENV = "SPECLAB_REQUIRE_VLLM_PARSER"
 if not (PYTHON.parent.parent / ".speclab-ready").exists():
-    pytest.skip(
-        f"vLLM 0.33 parser venv not found at {PYTHON.parent.parent}; build it with scripts/vllm_parser_env.sh",
-        allow_module_level=True,
-    )
+    _missing = f"vLLM 0.33 parser venv not found at {PYTHON.parent.parent}; build it with scripts/vllm_parser_env.sh"
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{_missing} ({REQUIRE_ENV}=1: it must exist here)", pytrace=False)
+    pytest.skip(_missing, allow_module_level=True)
 
 
 def _probe(mode: str, payload: Any = None) -> Any:
