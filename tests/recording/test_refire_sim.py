@@ -40,8 +40,9 @@ def _recorded_argv(recording: Recording, variant: str, port: int) -> list[str]:
 
 
 async def _ready(url: str, proc: subprocess.Popen[Any]) -> None:
+    deadline = time.monotonic() + 90  # generous: a loaded host starts it slowly
     async with aiohttp.ClientSession() as session:
-        for _ in range(300):
+        while time.monotonic() < deadline:
             assert proc.poll() is None, "simulator exited during start-up"
             try:
                 async with session.get(url + "/health") as resp:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def manager(lab, tmp_path: Path, **kw) -> ServerManager:  # type: ignore[no-untyped-def]
-    kw.setdefault("ready_timeout", 30.0)
+    kw.setdefault("ready_timeout", 90.0)
     kw.setdefault("grace_s", 3.0)
     return ServerManager(lab, "sim", log_dir=tmp_path / "logs", sim_module=STANDIN, **kw)
 

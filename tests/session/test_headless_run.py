@@ -151,7 +151,7 @@ def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
     try:
         import urllib.request
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from typing import Any
 
 import jsonschema
@@ -162,15 +160,3 @@ def test_greedy_target_passes_every_golden_case(model: str) -> None:
         text = spec.text(case["id"])
         assert _passes(case["check"], text, base.text(case["id"])), (case["id"], text)
         assert _passes(case["check"], base.text(case["id"]), base.text(case["id"])), case["id"]
-
-
-def test_engine_builds_in_under_two_seconds_in_a_fresh_process() -> None:
-    code = (
-        "import time; t = time.perf_counter()\n"
-        "from speclab.sim.api import EngineConfig, SpecConfig\n"
-        "from speclab.sim.engine import build_engine\n"
-        "build_engine(EngineConfig('sim-8b', speculative=SpecConfig('draft_model', 4, 'sim-1b')))\n"
-        "print(time.perf_counter() - t)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert float(out.stdout.strip()) < 2.0

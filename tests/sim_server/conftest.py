@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # SPECLAB_SIM_TEST_MODULE=tests.sim_server.fake_main runs the same server over fake_engine.py.
 SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim")
+# Generous: on a loaded 2-core host a cold start can take many times its usual ~2 s.
+READY_TIMEOUT_S = 90.0
 SPEC_ARGS = ["--speculative-config", '{"method": "draft_model", "model": "sim-1b", "num_speculative_tokens": 3}',
              "--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed"]
 
@@ -36,7 +38,7 @@ class SimProcess:
         self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
 
-    def wait_ready(self, timeout: float = 20.0) -> SimProcess:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> SimProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -66,21 +68,32 @@ class SimProcess:
         return self.proc.returncode
 
 
-def start_sim(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None) -> SimProcess:
-    return SimProcess(args, tmp / f"{name}.log", env).wait_ready()
+def start_sim(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None,
+              ready_timeout: float = READY_TIMEOUT_S) -> SimProcess:
+    """A ready simulator; one that does not become ready is stopped before the error propagates."""
+    proc = SimProcess(args, tmp / f"{name}.log", env)
+    try:
+        return proc.wait_ready(ready_timeout)
+    except BaseException:
+        proc.stop()
+        raise
 
 
 @pytest.fixture(scope="session")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
     """sim-8b with a sim-1b draft (k=3) and every per-request metric switched on."""
     proc = start_sim(["sim-8b", *SPEC_ARGS], tmp_path_factory.mktemp("sim"), "spec")
-    yield proc
-    proc.stop()
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 @pytest.fixture(scope="session")
 def sim_plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
     """sim-8b without speculation and without per-request metrics (vLLM's defaults)."""
     proc = start_sim(["sim-8b", "--served-model-name", "plain-8b", "alias"], tmp_path_factory.mktemp("sim"), "plain")
-    yield proc
-    proc.stop()
+    try:
+        yield proc
+    finally:
+        proc.stop()

@@ -61,10 +61,12 @@ async def test_stall_keeps_connection_open(tmp_path: Path) -> None:
 
 async def test_crash_after(tmp_path: Path) -> None:
     p = start_sim(["sim-1b", "--sim-fault", "crash_after=2"], tmp_path, "crash")
-    for _ in range(2):
-        status, _ = await post_json(p.url + "/v1/completions", BODY)
-        assert status == 200
-    code = await asyncio.to_thread(p.proc.wait, 10)
-    assert code == 1
-    assert "EngineCore encountered a fatal error" in p.log()
-    p.stop()
+    try:
+        for _ in range(2):
+            status, _ = await post_json(p.url + "/v1/completions", BODY)
+            assert status == 200
+        code = await asyncio.to_thread(p.proc.wait, 60)
+        assert code == 1
+        assert "EngineCore encountered a fatal error" in p.log()
+    finally:
+        p.stop()

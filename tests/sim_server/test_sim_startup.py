@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
@@ -73,12 +73,9 @@ def test_busy_port_fails_like_vllm() -> None:
 
 
 async def test_startup_lines_warning_and_sigterm(tmp_path: Path) -> None:
-    t0 = time.monotonic()
     p = start_sim(["sim-8b", "--enable-prefix-caching", "--dtype", "bfloat16", "-tp", "1"], tmp_path, "lines")
-    ready_s = time.monotonic() - t0
     try:
-        out = p.log()
-        assert ready_s < 10  # a loose bound for a shared 2-core host; bench/bench_sim.py measures it
+        out = p.log()  # how fast it starts is bench/bench_engine_build.py's to measure, not a test's
         for needle in ("Model loading took", "GPU KV cache size:", "Maximum concurrency for", "SIMULATED",
                        logs.starting_line("127.0.0.1", p.port), "Application startup complete.",
                        logs.not_modelled_line("--enable-prefix-caching"), logs.not_modelled_line("--dtype")):
@@ -91,15 +88,17 @@ async def test_startup_lines_warning_and_sigterm(tmp_path: Path) -> None:
 
 async def test_sigterm_with_request_in_flight(tmp_path: Path) -> None:
     p = start_sim(["sim-8b"], tmp_path, "inflight")
-    async with aiohttp.ClientSession() as s, s.post(p.url + "/v1/completions",
-                                                    json={"prompt": "a", "max_tokens": 1000, "stream": True,
-                                                          "ignore_eos": True}) as r:
-        await r.content.readline()
-        p.proc.terminate()
-        raw = (await r.read()).decode()
-    assert p.proc.wait(timeout=10) == 0
-    assert raw.rstrip().endswith("data: [DONE]")
-    p.stop()
+    try:
+        async with aiohttp.ClientSession() as s, s.post(p.url + "/v1/completions",
+                                                        json={"prompt": "a", "max_tokens": 1000, "stream": True,
+                                                              "ignore_eos": True}) as r:
+            await r.content.readline()
+            p.proc.terminate()
+            raw = (await r.read()).decode()
+        assert await asyncio.to_thread(p.proc.wait, 60) == 0
+        assert raw.rstrip().endswith("data: [DONE]")
+    finally:
+        p.stop()
 
 
 async def test_api_key_protects_only_v1(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def sim_url() -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while True:
             try:
                 with urllib.request.urlopen(url + "/health", timeout=1):
