@@ -57,7 +57,7 @@ def _variant_line(variant: str, records: list[RequestRecord], state: ServerState
     body = "; ".join(parts)
     if state is not None and state.exited:
         answered = answered_before + sum(1 for r in records if r.ok)
-        return f"{variant} server exited after {answered} answered requests ({state.exited}); {body}"
+        return f"{variant} server exited after {answered} answered requests ({state.exited})" + (f"; {body}" if body else "")
     return f"{variant}: {len(errors)} of {len(records)} requests not answered: {body}"
 
 
@@ -81,13 +81,14 @@ def check_answered(
     for record in records:
         by_variant.setdefault(record.variant, []).append(record)
     lines: list[str] = []
-    for variant, mine in by_variant.items():
+    for variant in [*by_variant, *(v for v, st in states.items() if st.exited and v not in by_variant)]:
+        mine = by_variant.get(variant, [])
         failed = sum(1 for r in mine if r.error_kind is not None)
-        if not failed:
-            continue
         state = states.get(variant)
         dead = state is not None and state.exited is not None
-        if not dead and 100.0 * failed / len(mine) <= allowed_error_pct:
+        if not failed and not dead:
+            continue
+        if not dead and 100.0 * failed / max(len(mine), 1) <= allowed_error_pct:
             continue
         lines.append(_variant_line(variant, mine, state, answered_before.get(variant, 0)))
     return lines

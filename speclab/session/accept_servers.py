@@ -19,17 +19,17 @@ EXIT_WAIT_S = 2.0
 
 
 async def server_states(servers: Mapping[str, RunningServer], records: Iterable[RequestRecord]) -> dict[str, ServerState]:
-    """A state for each launched variant with errors in ``records`` (attached servers have none)."""
+    """A state for each launched variant; a moment's wait where ``records`` show signs of a death."""
     kinds: dict[str, set[str]] = {}
     for record in records:
         if record.error_kind is not None:
             kinds.setdefault(record.variant, set()).add(str(record.error_kind))
     states: dict[str, ServerState] = {}
-    for variant, seen in kinds.items():
-        server = servers.get(variant)
-        process = server._process if server is not None else None
+    for variant, server in servers.items():
+        process = server._process
         if process is None:
             continue
+        seen = kinds.get(variant, set())
         exited = await process.exit_cause(timeout=EXIT_WAIT_S if seen & _DEATH_SIGNS else 0.0)
         if exited is not None and server is not None:
             server.status = "exited"

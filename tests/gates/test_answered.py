@@ -53,3 +53,10 @@ def test_the_result_keeps_the_stage_exit_code_and_names_the_cause() -> None:
     assert "0/0" not in result.summary
     assert result.details[0].startswith("FAIL k4 server exited")
     assert result.details[1] == "on the answered requests: k4 tool_call: 0/0 failed = n/a"
+
+
+def test_a_server_that_died_after_answering_everything_still_fails_the_stage() -> None:
+    records = [_rec("k4", i) for i in range(20)]
+    lines = check_answered(STRUCTURED, records, states={"k4": ServerState(exited="exited with code 1")},
+                           answered_before={"k4": 20})
+    assert lines == ["k4 server exited after 40 answered requests (exited with code 1)"]
