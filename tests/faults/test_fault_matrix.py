@@ -193,10 +193,9 @@ MATRIX: list[Fault] = [
                                         "--rate", "20", "--record", "{tmp}/rec", "--report", "{tmp}/rep"],
           ExitCode.OK, r"^event t=[\d.]+s warning: recording stopped: .*/rec: File too large; it replays up to its "
           r"last flushed interval$", _disk_fills_mid_run, check=_report_written),
-    Fault("an existing recording without --force", ["run", "smoke", "--engine", "sim", "--record",
-                                                     str(ROOT / "recordings" / "sample")],
-          ExitCode.BAD_INPUT, r"^speclab: error: --record .*sample: a recording already exists there; pass --force",
-          check=_nothing_written),
+    Fault("an existing recording without --force", ["run", "smoke", "--engine", "sim", "--record", "{tmp}/cut"],
+          ExitCode.BAD_INPUT, r"^speclab: error: --record .*/cut: a recording already exists there; pass --force",
+          _truncated_recording, check=_nothing_written),
     # input: sizes and ranges
     Fault("a 1.2 MB prompt line", ["validate", "{scenario}"], ExitCode.BAD_INPUT,
           r"p\.jsonl:1: 1,200,014 characters; a line may have at most 1,065,536$", _huge_prompt),
