@@ -9,7 +9,7 @@ so a rollback always knows every entry it has to move back.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -43,7 +43,7 @@ class GatewaySection(BaseModel):
     tenant_header: str = Field(default=DEFAULT_TENANT_HEADER, min_length=1, max_length=256)
     tenants: dict[str, str] = Field(default_factory=dict)
     routes: dict[str, str] = Field(default_factory=dict)
-    weights: dict[str, int] = Field(default_factory=dict)
+    weights: dict[str, Annotated[int, Field(ge=0, le=100)]] = Field(default_factory=dict)
 
     @field_validator("tenant_header")
     @classmethod
@@ -63,9 +63,6 @@ class GatewaySection(BaseModel):
             problem = route_problem(key)
             if problem:
                 raise ValueError(f"routes.{key}: {problem}")
-        for pool, pct in self.weights.items():
-            if not 0 <= pct <= 100:
-                raise ValueError(f"weights.{pool}: a share is a percentage from 0 to 100, got {pct}")
         if sum(self.weights.values()) > 100:
             raise ValueError(f"weights: the shares add up to {sum(self.weights.values())}%, more than 100%")
         return self

@@ -80,7 +80,7 @@ def test_weight_arguments_are_whole_percentages(spec: str, message: str) -> None
     ('tenants = { A = "k9" }', "gateway.tenants.A: no pool 'k9'"),
     ('routes = { "/v1//x" = "k4" }', "routes./v1//x: a path prefix may not contain"),
     ('weights = { baseline = 10 }', "gateway.weights.baseline: the baseline takes"),
-    ('weights = { k4 = 120 }', "weights.k4: a share is a percentage from 0 to 100"),
+    ('weights = { k4 = 120 }', "gateway.weights.k4: expected an integer at least 0 and at most 100, got 120"),
     ('tenant_header = "X-Request-Id"', "set by speclab itself"),
     ('tenants = { "a b" = "k4" }', "a tenant is 1-63 letters"),
 ])

@@ -17,6 +17,7 @@ from speclab.monitoring import promql, rules
 from speclab.monitoring.kit import DASHBOARD_FILE, Kit
 
 from ..servers.regen_vllm_flags import venv_python
+from ..vllm_env import missing
 
 VLLM_NAME = re.compile(r"vllm:[a-zA-Z0-9_]+")
 
@@ -133,7 +134,7 @@ def _declared_by_vllm() -> dict[str, str]:
     """vLLM 0.33's own declarations: name → counter / gauge / histogram."""
     site = next((venv_python().parent.parent / "lib").glob("python3*/site-packages/vllm"), None)
     if site is None:
-        pytest.skip("vLLM 0.33 is not cached here (scripts/vllm_parser_env.sh builds it)")
+        missing("vLLM 0.33 is not cached here (scripts/vllm_parser_env.sh builds it)")
     declared: dict[str, str] = {}
     loggers = (site / "v1/metrics/loggers.py").read_text()
     for kind, name in re.findall(r"self\._(counter|gauge|histogram)_cls\(\s*name=\"(vllm:[a-z0-9_]+)\"", loggers):

@@ -22,19 +22,16 @@ from speclab.model.vllm_flags import EMITTED, OTHER_KNOWN, REMOVED, SHORT_ALIASE
 from speclab.servers.argv import build_argv, speculative_config
 from speclab.sim.spec_args import SpecConfigError, spec_config_from_json
 
+from ..vllm_env import missing
 from .labdata import DRAFTS, bundled_labs, flag_variety_labs, method_lab, spec_variety_labs
 from .regen_vllm_flags import HERE, render, venv_python
 
 pytestmark = pytest.mark.vllm_parser
 
 PYTHON = venv_python()
-# CI sets this (.ci/run): there a missing parser environment is a failure, never a quiet skip.
-REQUIRE_ENV = "SPECLAB_REQUIRE_VLLM_PARSER"
 if not (PYTHON.parent.parent / ".speclab-ready").exists():
-    _missing = f"vLLM 0.33 parser venv not found at {PYTHON.parent.parent}; build it with scripts/vllm_parser_env.sh"
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{_missing} ({REQUIRE_ENV}=1: it must exist here)", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+    missing(f"vLLM 0.33 parser venv not found at {PYTHON.parent.parent}; build it with scripts/vllm_parser_env.sh",
+            module=True)
 
 
 def _probe(mode: str, payload: Any = None) -> Any:

@@ -30,6 +30,7 @@ from speclab.sim.grammar import (
 )
 from speclab.sim.tokenizer import model_dir
 
+from ..vllm_env import missing
 from .bodies import BAD, GOOD
 from .cases import MODEL, all_cases, sample, spec_of, tokenizer
 
@@ -37,8 +38,7 @@ pytestmark = pytest.mark.vllm_parser
 
 VENV = Path(os.environ.get("SPECLAB_VLLM_VENV", Path.home() / ".cache" / "speclab" / "vllm-parser-venv"))
 if not (VENV / ".speclab-ready").exists():
-    pytest.skip(f"vLLM 0.33 parser venv not found at {VENV}; build it with scripts/vllm_parser_env.sh",
-                allow_module_level=True)
+    missing(f"vLLM 0.33 parser venv not found at {VENV}; build it with scripts/vllm_parser_env.sh", module=True)
 
 OPTIONS = [GrammarOptions(), GrammarOptions(disable_any_whitespace=True), GrammarOptions(disable_additional_properties=True)]
 
