@@ -16,9 +16,11 @@ import signal
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -62,6 +64,7 @@ class Fault:
     setup: Callable[[Ctx], None] | None = None
     interrupt_on: str | None = None  # Ctrl-C to the process group once a line contains this
     check: Callable[[Ctx, str], None] | None = None  # more to assert on the files it left
+    background: bool = False  # mostly waiting (a stall timeout): started with the module, judged in turn
 
 
 # -- setups ---------------------------------------------------------------------------------------
@@ -178,7 +181,7 @@ MATRIX: list[Fault] = [
           r"\d+ HTTP 5xx answers \(HTTP 500: Internal server error"),
     Fault("streams that stall", ["accept", "labs/faults/stall.toml", "--engine", "sim", "--stages", "equivalence"],
           ExitCode.EQUIVALENCE, r"^exit 12 \(equivalence\): equivalence: k4: \d+ of \d+ requests not answered: "
-          r"\d+ stalled \(no data for 30 s\)"),
+          r"\d+ stalled \(no data for 30 s\)", background=True),
     # outputs: checked before any server starts; a disk that fills up mid-run costs the recording only
     Fault("--record under a file", ["run", "smoke", "--engine", "sim", "--record", "{tmp}/afile/rec"],
           ExitCode.BAD_INPUT, r"^speclab: error: --record .*/afile/rec: .*afile exists and is not a directory$",
@@ -228,7 +231,7 @@ MATRIX: list[Fault] = [
     Fault("Ctrl-C during run", ["run", "mixed", "--engine", "sim", "--duration", "60", "--record", "{tmp}/rec",
                                 "--report", "{tmp}/rep"],
           ExitCode.INTERRUPTED, r"^exit 130 \(interrupted\): interrupted; the partial report and recording cover "
-          r"what was measured$", interrupt_on="t=  3", check=_nothing_lost_on_ctrl_c),
+          r"what was measured$", interrupt_on="t=  1", check=_nothing_lost_on_ctrl_c),
     Fault("Ctrl-C while accept starts its workers", ["accept", "default", "--engine", "sim", "--stages",
                                                       "golden,canary", "--report", "{tmp}/rep"],
           ExitCode.INTERRUPTED, r"^exit 130 \(interrupted\): interrupted$", interrupt_on="stage canary: running"),
@@ -260,10 +263,18 @@ def _command(ctx: Ctx, argv: list[str]) -> list[str]:
     return [sys.executable, "-c", boot, *argv]
 
 
-def _run(ctx: Ctx, fault: Fault) -> tuple[int, str]:
+ROW_ENV = "SPECLAB_FAULT_ROW"  # every process a row starts inherits it: a leak is found by it
+
+
+def _start(ctx: Ctx, fault: Fault, row: str, stdout: Any) -> subprocess.Popen[str]:
     argv = [_fill(a, ctx) for a in fault.argv]
-    proc = subprocess.Popen(_command(ctx, argv), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True, env={**os.environ, "TMPDIR": str(ctx.tmp / "t")})
+    env = {**os.environ, "TMPDIR": str(ctx.tmp / "t"), ROW_ENV: row}
+    return subprocess.Popen(_command(ctx, argv), cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env)
+
+
+def _finish(proc: subprocess.Popen[str], fault: Fault) -> tuple[int, str]:
+    """Read the output (Ctrl-C to the process group on the row's line) and wait for the exit."""
     assert proc.stdout is not None
     lines: list[str] = []
     try:
@@ -275,11 +286,55 @@ def _run(ctx: Ctx, fault: Fault) -> tuple[int, str]:
         lines.extend(proc.stdout)
         proc.wait(timeout=240)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill(proc)
         proc.stdout.close()
     return int(proc.returncode), "".join(lines)
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _left_running(row: str) -> list[str]:
+    """Processes of this row still alive after its command exited (servers, reapers, workers)."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(ROW_ENV) == row and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(" ".join(p.cmdline())[:120])
+        except psutil.Error:
+            pass
+    return out
+
+
+@dataclass
+class Background:
+    ctx: Ctx
+    proc: subprocess.Popen[str]
+    output: Path
+
+
+@pytest.fixture(scope="module")
+def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Background]]:
+    """The rows that mostly wait, started with the module so that their waiting overlaps the others."""
+    started: dict[str, Background] = {}
+    try:
+        for fault in (f for f in MATRIX if f.background):
+            ctx = Ctx(tmp_path_factory.mktemp("bg"))
+            (ctx.tmp / "t").mkdir()
+            if fault.setup is not None:
+                fault.setup(ctx)
+            output = ctx.tmp / "output.txt"
+            with open(output, "w") as fh:
+                started[fault.name] = Background(ctx, _start(ctx, fault, f"bg-{fault.name}", fh), output)
+        yield started
+    finally:
+        for item in started.values():
+            _kill(item.proc)
+            for sock in item.ctx.held:
+                sock.close()
 
 
 @pytest.fixture
@@ -293,30 +348,25 @@ def ctx(tmp_path: Path) -> Iterator[Ctx]:
             sock.close()
 
 
-def _speclab_descendants() -> list[psutil.Process]:
-    out = []
-    for p in psutil.Process(os.getpid()).children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", MATRIX, ids=[f.name for f in MATRIX])
-def test_fault(fault: Fault, ctx: Ctx) -> None:
-    if fault.setup is not None:
-        fault.setup(ctx)
-    before = {p.pid for p in _speclab_descendants()}  # session fixtures of other tests may be running
-    code, out = _run(ctx, fault)
+def test_fault(fault: Fault, ctx: Ctx, background: dict[str, Background]) -> None:
+    row = f"bg-{fault.name}" if fault.background else uuid.uuid4().hex
+    if fault.background:
+        item = background[fault.name]
+        ctx = item.ctx
+        item.proc.wait(timeout=240)
+        code, out = int(item.proc.returncode), item.output.read_text()
+    else:
+        if fault.setup is not None:
+            fault.setup(ctx)
+        code, out = _finish(_start(ctx, fault, row, subprocess.PIPE), fault)
     pattern = _fill(fault.line, ctx) if "{" in fault.line else fault.line
     assert code == fault.code, f"{fault.name}: exit {code}, expected {int(fault.code)}\n{out}"
     assert any(re.search(pattern, line) for line in out.splitlines()), f"{fault.name}: no line /{pattern}/ in\n{out}"
     assert "Traceback" not in out, out
     assert out.count("speclab: error:") <= 1, out
-    assert [p for p in _speclab_descendants() if p.pid not in before] == []  # nothing outlives the command
+    assert _left_running(row) == []  # no simulator, reaper or worker outlives the command
     assert [p.name for p in (ctx.tmp / "t").iterdir()] == []  # no speclab-logs-* left in the temp folder
     if fault.check is not None:
         fault.check(ctx, out)
