@@ -62,7 +62,7 @@ class Fault:
     code: ExitCode
     line: str  # a regex one output line must match
     setup: Callable[[Ctx], None] | None = None
-    interrupt_on: str | None = None  # Ctrl-C to the process group once a line contains this
+    interrupt_on: str | None = None  # Ctrl-C to the process group at the first line matching this regex
     check: Callable[[Ctx, str], None] | None = None  # more to assert on the files it left
     background: bool = False  # mostly waiting (a stall timeout): started with the module, judged in turn
 
@@ -231,10 +231,10 @@ MATRIX: list[Fault] = [
     Fault("Ctrl-C during run", ["run", "mixed", "--engine", "sim", "--duration", "60", "--record", "{tmp}/rec",
                                 "--report", "{tmp}/rep"],
           ExitCode.INTERRUPTED, r"^exit 130 \(interrupted\): interrupted; the partial report and recording cover "
-          r"what was measured$", interrupt_on="t=  1", check=_nothing_lost_on_ctrl_c),
+          r"what was measured$", interrupt_on=r"^t=.* done [1-9]", check=_nothing_lost_on_ctrl_c),
     Fault("Ctrl-C while accept starts its workers", ["accept", "default", "--engine", "sim", "--stages",
                                                       "golden,canary", "--report", "{tmp}/rep"],
-          ExitCode.INTERRUPTED, r"^exit 130 \(interrupted\): interrupted$", interrupt_on="stage canary: running"),
+          ExitCode.INTERRUPTED, r"^exit 130 \(interrupted\): interrupted$", interrupt_on="^stage canary: running"),
     # recordings
     Fault("a recording cut by SIGKILL", ["replay", "{tmp}/cut", "--report", "{tmp}/rep"], ExitCode.OK,
           r"^warning: .*/cut: recording did not finish \(status 'running'\)", _truncated_recording),
@@ -280,7 +280,7 @@ def _finish(proc: subprocess.Popen[str], fault: Fault) -> tuple[int, str]:
     try:
         for line in proc.stdout:
             lines.append(line)
-            if fault.interrupt_on and fault.interrupt_on in line:
+            if fault.interrupt_on and re.search(fault.interrupt_on, line):
                 os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
                 break
         lines.extend(proc.stdout)
