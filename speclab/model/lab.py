@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import limits as L
 from .gateway import GatewaySection
@@ -304,7 +304,12 @@ class Lab(_Strict):
                 break
         else:
             raise KeyError(f"lab {self.name!r} has no variant {name!r}")
-        return Lab.model_validate(data)
+        try:
+            return Lab.model_validate(data)
+        except ValidationError as error:  # pydantic's own text is several lines naming no range
+            from .loading import describe_errors
+
+            raise ValueError("; ".join(describe_errors(error, Lab, f"variant {name}"))) from None
 
 
 def load_lab(name_or_path: str | Path) -> Lab:

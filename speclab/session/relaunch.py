@@ -28,6 +28,7 @@ from speclab.model.epochs import (
     settings_text,
 )
 from speclab.model.errors import InputError, ServerNotReadyError, SpeclabError
+from speclab.model import limits as L
 from speclab.model.lab import RELAUNCH_KEYS, Lab
 from speclab.model.records import Event
 from speclab.servers.manager import RunningServer
@@ -76,8 +77,8 @@ def parse_change(spec: str) -> ScheduledChange:
         at_s = float(at)
     except ValueError:
         raise InputError(f"--change {spec!r}: AT must be seconds after traffic starts, got {at!r}") from None
-    if not at_s >= 0:
-        raise InputError(f"--change {spec!r}: AT must be 0 or more seconds, got {at!r}")
+    if not 0 <= at_s <= L.MAX_DURATION_S:  # NaN fails both
+        raise InputError(f"--change {spec!r}: AT must be 0 to {L.MAX_DURATION_S:.0f} seconds, got {at!r}")
     settings: dict[str, Any] = {}
     for item in assignments.split(","):
         key, sep, value = item.partition("=")

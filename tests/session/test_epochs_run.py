@@ -94,6 +94,9 @@ def test_a_change_mid_run_reports_two_epochs_a_transition_and_an_ab_that_exclude
         ("5:k4:temperature=0.5", "cannot change 'temperature'"),
         ("5:k4:num_speculative_tokens=0", "--change '5:k4:num_speculative_tokens=0'"),
         ("5:k4", "expected AT:VARIANT:KEY=VALUE"),
+        ("inf:k4:num_speculative_tokens=6", "AT must be 0 to 2592000 seconds"),
+        ("1e12:k4:num_speculative_tokens=6", "AT must be 0 to 2592000 seconds"),
+        ("5:k4:num_speculative_tokens=1000", "at most 64"),
     ],
 )
 def test_a_bad_change_is_refused_before_anything_starts(workdir: Path, spec: str, says: str) -> None:
