@@ -213,15 +213,32 @@ class _Stream:
         clock, run_start, rec = self.clock, self.run_start, self.rec
         async for data in resp.content.iter_any():
             now = clock() - run_start
-            for payload in parser.feed(data):
+            try:
+                payloads = parser.feed(data)
+            except MalformedStream as error:  # keep what came before the bad line, then fail
+                for payload in error.events:
+                    if payload == DONE or self.done_seen:
+                        break
+                    self._event(payload, now)
+                raise
+            for payload in payloads:
+                if self.done_seen:
+                    raise _StreamError(ErrorKind.MALFORMED_STREAM, f"an SSE event after [DONE]: {payload[:80]!r}")
                 if payload == DONE:
                     self.done_seen = True
                     rec.done = now
-                    # Read to the end of the body so the connection goes back to the pool.
-                    with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                        await resp.content.read()
-                    return
+                    continue
                 self._event(payload, now)
+            if self.done_seen:
+                # Read to the end of the body so the connection goes back to the pool; whatever
+                # follows [DONE] is not skipped unread.
+                rest = b""
+                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                    rest = await resp.content.read()
+                after = parser.feed(rest + b"\n\n") if rest.strip() or parser.pending else []
+                if after:
+                    raise _StreamError(ErrorKind.MALFORMED_STREAM, f"an SSE event after [DONE]: {after[0][:80]!r}")
+                return
         if parser.pending:
             raise _StreamError(ErrorKind.TRUNCATED, "stream ended in the middle of an event")
         raise _StreamError(ErrorKind.TRUNCATED, "stream closed before [DONE]")

@@ -12,7 +12,14 @@ _IGNORED_FIELDS = frozenset((b"event", b"id", b"retry"))  # field names, matched
 
 
 class MalformedStream(Exception):
-    """The body is not an SSE stream (a line that is neither data, comment nor a known field)."""
+    """The body is not an SSE stream (a line that is neither data, comment nor a known field).
+
+    ``events`` are the ones completed before the bad line in the same read: what arrived before
+    the fault is still the request's."""
+
+    def __init__(self, message: str, events: list[bytes] | None = None) -> None:
+        super().__init__(message)
+        self.events = events or []
 
 
 class SSEParser:
@@ -43,7 +50,7 @@ class SSEParser:
             elif line.startswith(b":") or line.partition(b":")[0] in _IGNORED_FIELDS:
                 continue
             else:
-                raise MalformedStream(f"not an SSE line: {line[:80]!r}")
+                raise MalformedStream(f"not an SSE line: {line[:80]!r}", out)
         return out
 
     @property

@@ -141,7 +141,7 @@ def _other_scenario_recording(ctx: Ctx) -> None:
 
 def _report_written(ctx: Ctx, out: str) -> None:
     report = json.loads((ctx.tmp / "rep" / "report.json").read_text())
-    assert report["variants"]["baseline"]["classes"]["all"]["requests"] > 0
+    assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] > 0
     manifest = json.loads((ctx.tmp / "rec" / "manifest.json").read_text())
     assert manifest["status"] == "write_failed"
 

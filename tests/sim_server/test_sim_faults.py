@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import aiohttp
 import pytest
+
+from speclab.model.records import RequestRecord
+from speclab.traffic.client import Target, run_request
+from speclab.traffic.schedule import PlannedRequest
 
 from .conftest import start_sim
 from .sse import post_json, post_stream
@@ -36,6 +41,28 @@ async def test_malformed_sse(tmp_path: Path) -> None:
                 bad.append(e)
         assert len(bad) == 1 and events[-1] == "[DONE]"
         assert events.index(bad[0]) not in (0, len(events) - 1)  # mid-stream
+    finally:
+        p.stop()
+
+
+async def test_the_client_files_every_request_with_a_broken_data_line_as_malformed_stream(tmp_path: Path) -> None:
+    """The simulator's broken line sits mid-stream with valid chunks and [DONE] after it: skipping
+    it would count the request as answered (``accept`` once passed the malformed_sse lab so)."""
+    p = start_sim(["sim-1b", "--sim-fault", "malformed_sse=1"], tmp_path, "malformed-client")
+    try:
+        records: list[RequestRecord] = []
+        target = Target("k4", p.url, "sim-1b")
+        async with aiohttp.ClientSession() as session:
+            for i, endpoint in enumerate(["completions", "chat"] * 3):
+                req = PlannedRequest(
+                    index=i, request_id=f"m-{i}", prompt_class="qa", endpoint=endpoint,
+                    messages=[{"role": "user", "content": "Hello there"}] if endpoint == "chat" else None,
+                    prompt="Hello there" if endpoint == "completions" else None,
+                    sampling={"max_tokens": 12, "temperature": 0.0}, schema=None, info={"endpoint": endpoint, "index": i})
+                await run_request(session, target, req, 0.0, records.append, run_start=time.monotonic(),
+                                  timeout=aiohttp.ClientTimeout(total=60, sock_read=30))
+        assert [(r.request_id, r.error_kind) for r in records] == [(f"m-{i}", "malformed_stream") for i in range(6)]
+        assert all("invalid JSON in an SSE event" in (r.error_message or "") for r in records)
     finally:
         p.stop()
 

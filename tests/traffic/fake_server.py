@@ -2,7 +2,9 @@
 
 The request's ``model`` picks the behaviour, with options after colons, e.g.
 ``ok:n=6:per=3:ttft=0.02:itl=0.005:metrics=1`` streams 6 tokens in chunks of up to 3.
-Modes: ok, stall, http500, http429, http400, error_event, malformed, truncate, json_good, json_bad.
+Modes: ok, stall, http500, http429, http400, error_event, malformed, truncate, json_good, json_bad;
+``bad=I`` sends ``BAD_LINES[I]`` after the first content chunk and then streams on to [DONE] (as the
+simulator's malformed_sse fault does), ``after=I`` sends it after [DONE].
 It records per request id its arrival, first-chunk send time and the peak number in flight.
 """
 
@@ -15,6 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+# Unparseable SSE data, each a malformed_stream of the request that carries it.
+BAD_LINES: tuple[bytes, ...] = (
+    b'data: {"id":"cmpl-1","object":"text_compl\n\n',  # cut off, as the simulator's fault
+    b"data:\n\n",  # an empty payload
+    b"data: \xff\xfe{}\n\n",  # not UTF-8
+    b"data: [1, 2]\n\n",  # JSON, not an object
+    b'data: {"choices": []}\ndata: {"x": 1}\n\n',  # two data lines join into one unparseable event
+    b"data: {}\n\n",  # neither choices nor usage
+    b"<html>502 Bad Gateway</html>\n\n",  # not an SSE line at all
+)
 
 
 @dataclass
@@ -116,6 +129,8 @@ class FakeServer:
             if seen.first_chunk_sent is None:
                 seen.first_chunk_sent = time.monotonic()
             await send({"choices": [choice], "usage": {"prompt_tokens": 3, "completion_tokens": produced}})
+            if "bad" in opts and produced <= per:
+                await resp.write(BAD_LINES[int(opts["bad"])])
             if mode == "stall":
                 await asyncio.sleep(3600)
             if mode == "truncate" and produced >= min(n, per):
@@ -139,6 +154,8 @@ class FakeServer:
             }
         await send(final)
         await resp.write(b"data: [DONE]\n\n")
+        if "after" in opts:
+            await resp.write(BAD_LINES[int(opts["after"])])
         return resp
 
 

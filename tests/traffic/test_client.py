@@ -7,12 +7,13 @@ import time
 from typing import Any
 
 import aiohttp
+import pytest
 
 from speclab.model.records import RequestRecord
 from speclab.traffic.client import Target, build_body, estimate_spec, run_request
 from speclab.traffic.schedule import PlannedRequest
 
-from .fake_server import FakeServer
+from .fake_server import BAD_LINES, FakeServer
 
 SCHEMA = {
     "type": "object",
@@ -123,6 +124,22 @@ async def test_stream_failures(fake_server: FakeServer) -> None:
     truncated = await _fire(url, "truncate:n=4:per=1")
     assert truncated.error_kind == "truncated"
     assert truncated.chunk_tokens and truncated.first_token is not None
+
+
+@pytest.mark.parametrize("where", ["bad", "after"])
+@pytest.mark.parametrize("line", range(len(BAD_LINES)))
+async def test_every_unparseable_data_line_is_a_malformed_stream_of_its_request(
+        fake_server: FakeServer, where: str, line: int) -> None:
+    """Mid-stream, with valid chunks and [DONE] after it, or after [DONE]: never skipped."""
+    rec = await _fire(fake_server.base_url, f"ok:n=4:per=1:{where}={line}", endpoint="completions")
+    assert rec.error_kind == "malformed_stream", (rec.error_kind, rec.error_message)
+    assert rec.request_id == "t-0-7" and rec.error_message
+    if where == "bad":
+        assert rec.first_token is not None and rec.output_text  # what arrived before it is kept
+
+
+async def test_comments_after_done_are_not_malformed(fake_server: FakeServer) -> None:
+    assert (await _fire(fake_server.base_url, "ok:n=2", endpoint="completions")).ok
 
 
 async def test_stall_with_short_timeout(fake_server: FakeServer) -> None:
