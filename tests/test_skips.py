@@ -20,7 +20,7 @@ ALLOWED = {
     "tests/sim_server/test_calibrate_gpu.py",
 }
 VLLM_ENV_USERS = ("tests/servers/test_vllm_parser.py", "tests/sim_grammar/test_grammar_vllm_parity.py",
-                  "tests/monitoring/test_kit_files.py")
+                  "tests/monitoring/test_kit_files.py", "tests/sweep/test_vllm_schedule.py")
 SKIPS = {"skip", "skipif", "importorskip"}
 
 

@@ -19,6 +19,7 @@ from speclab.model.lab import load_lab
 from speclab.sweep import DraftRules, make_grid, reduce_sweep
 from speclab.sweep.rules import dense_lookup
 
+from ..vllm_env import missing
 from . import synth
 
 pytestmark = pytest.mark.vllm_parser
@@ -26,8 +27,7 @@ pytestmark = pytest.mark.vllm_parser
 VENV = Path(os.environ.get("SPECLAB_VLLM_VENV") or Path.home() / ".cache/speclab/vllm-parser-venv")
 PROBE = Path(__file__).with_name("vllm_schedule_probe.py")
 if not (VENV / ".speclab-ready").exists():
-    pytest.skip(f"vLLM 0.33 parser venv not found at {VENV}; build it with scripts/vllm_parser_env.sh",
-                allow_module_level=True)
+    missing(f"vLLM 0.33 parser venv not found at {VENV}; build it with scripts/vllm_parser_env.sh", module=True)
 
 
 def _probe(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
