@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from speclab.metrics.scraper import MetricsScraper
+from speclab.model import limits as L
 from speclab.model.epochs import (
     RELAUNCH_EVENT,
     RELAUNCH_FAILED_EVENT,
@@ -28,7 +29,6 @@ from speclab.model.epochs import (
     settings_text,
 )
 from speclab.model.errors import InputError, ServerNotReadyError, SpeclabError
-from speclab.model import limits as L
 from speclab.model.lab import RELAUNCH_KEYS, Lab
 from speclab.model.records import Event
 from speclab.servers.manager import RunningServer
