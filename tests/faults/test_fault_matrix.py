@@ -1,8 +1,8 @@
 """The fault matrix: every fault a user can meet, run as a user runs it, with its exit code and line.
 
 Each row of ``MATRIX`` is one fault: how to provoke it (files, a held port, a disk limit, Ctrl-C to
-the whole process group), the command, the exit code CONVENTIONS.md gives it and the one line that
-must name the cause. Every run is a real ``speclab`` process against real simulator processes
+the whole process group), the command, its exit code (as the README lists them) and the one line
+that must name the cause. Every run is a real ``speclab`` process against real simulator processes
 over real sockets. Common to all rows: no traceback, nothing left running, and an error is exactly
 one ``speclab: error:`` line.
 """
@@ -222,6 +222,13 @@ MATRIX: list[Fault] = [
           check=_nothing_written),
     Fault("--duration 1e12", ["run", "smoke", "--engine", "sim", "--duration", "1e12"], ExitCode.BAD_INPUT,
           r"^speclab: error: --duration: expected a number greater than 0 and at most 2592000, got 1000000000000\.0$"),
+    Fault("--change at inf", ["run", "smoke", "--engine", "sim", "--change", "inf:k4:num_speculative_tokens=6"],
+          ExitCode.BAD_INPUT, r"^speclab: error: --change 'inf:k4:num_speculative_tokens=6': AT must be 0 to 2592000 "
+          r"seconds, got 'inf'$", check=_nothing_written),
+    Fault("--change to k = 1000", ["run", "smoke", "--engine", "sim", "--change", "5:k4:num_speculative_tokens=1000"],
+          ExitCode.BAD_INPUT, r"^speclab: error: --change '5:k4:num_speculative_tokens=1000': variant k4: "
+          r"variants\[\d\]\.num_speculative_tokens: expected an integer at least 1 and at most 64, got 1000$",
+          check=_nothing_written),
     Fault("a scenario with a TOML error", ["validate", "{scenario}"], ExitCode.BAD_INPUT,
           r"s\.toml: line \d+, column \d+: invalid TOML", _scenario_with("rate = 5", "rate = = 5")),
     Fault("a lab with an unknown key", ["validate", "{lab}"], ExitCode.BAD_INPUT,
