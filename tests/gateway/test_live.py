@@ -21,6 +21,7 @@ from speclab.model.scenario import Scenario
 from speclab.traffic.client import Target, run_request
 from speclab.traffic.schedule import PlannedRequest, build_plan
 
+from ..outcome import assert_measured
 from .conftest import MODEL, Gateway, read_events
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
@@ -214,7 +215,7 @@ async def test_a_scenario_run_through_the_gateway_records_tenant_route_and_backe
     done = subprocess.run([sys.executable, "-m", "speclab.cli.main", "run", str(scenario), "--attach",
                            f"gw={gateway.url}", "--record", str(tmp_path / "rec")], capture_output=True, text=True,
                           timeout=90)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert_measured(done)
     rows = [json.loads(line) for line in (tmp_path / "rec" / "requests.jsonl").read_text().splitlines()]
     seen = {(r["prompt_class"], r["tenant"], r["route"], r["backend"], r["error_kind"]) for r in rows}
     assert seen == {("a", "A", CHAT, "baseline", None), ("b", "B", CHAT, "k4", None)}, seen

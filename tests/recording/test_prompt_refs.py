@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from speclab.model.exit_codes import ExitCode
 from speclab.model.scenario import load_scenario
 from speclab.recording.compare import compare_recordings
 from speclab.recording.prompts import PROMPTS
 from speclab.recording.reader import Recording
 from speclab.recording.refire import refire_plan
 
+from ..outcome import assert_measured
 from .live_run import record_live
 
 
@@ -22,7 +22,7 @@ def test_a_recorded_run_stores_prompts_once_and_records_by_reference(tmp_path: P
     out = subprocess.run([sys.executable, "-m", "speclab.cli.main", "run", "smoke", "--engine", "sim", "--variants",
                           "baseline", "--requests", "8", "--record", str(rec)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=110)
-    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert_measured(out)
     items = [item for spec in load_scenario("smoke").classes.values() for item in spec.items()]
     texts = [m["content"] for item in items for m in item.as_messages()]
     requests = (rec / "requests.jsonl").read_text()

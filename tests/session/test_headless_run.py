@@ -8,6 +8,7 @@ from pathlib import Path
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import RequestRecord
 
+from ..outcome import assert_measured
 from .conftest import read_report, run_cli, write_lab
 
 
@@ -20,14 +21,14 @@ def test_smoke_run_reports_acceptance_that_reconciles_with_records_and_server(wo
     report_dir, rec_dir = workdir / "report", workdir / "rec"
     out = run_cli(["run", "smoke", "--variants", "baseline,k2", "--report", str(report_dir),
                    "--record", str(rec_dir)], cwd=workdir)
-    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert_measured(out)
     first = out.stdout.splitlines()[0]
     assert "simulated" in first and "engine: sim" in first
     assert any(line.startswith("t=") for line in out.stdout.splitlines())
 
     report = read_report(report_dir)
     assert report["schema"] == "speclab.report/1" and report["simulated"] is True
-    assert report["exit"]["code"] == 0
+    assert report["exit"]["code"] == out.returncode
     assert (report_dir / "report.md").read_text().startswith("# speclab run")
 
     records = [r for r in _records(rec_dir) if not r.warmup and r.ok]
@@ -66,7 +67,7 @@ def test_server_queue_grows_past_max_num_seqs_while_decode_does_not(workdir: Pat
         report_dir = workdir / f"r{concurrency}"
         out = run_cli(["run", str(scenario), "--lab", str(lab), "--concurrency", str(concurrency),
                        "--report", str(report_dir)], cwd=workdir)
-        assert out.returncode == 0, out.stdout + out.stderr
+        assert_measured(out)
         latency = read_report(report_dir)["variants"]["baseline"]["epochs"][0]["classes"]["all"]["latency"]
         results[concurrency] = (latency["server_queue"]["p50_ms"], latency["server_decode"]["p50_ms"])
     (queue_low, decode_low), (queue_high, decode_high) = results[2], results[8]
@@ -119,7 +120,7 @@ def test_run_drives_the_vllm_path_end_to_end_through_a_fake_vllm(workdir: Path) 
     report_dir = workdir / "r"
     out = run_cli(["run", "smoke", "--variants", "baseline,k2", "--requests", "6", "--report", str(report_dir)],
                   cwd=workdir, env=env)
-    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert_measured(out)
     assert "engine: vllm" in out.stdout.splitlines()[0]
     calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
     assert len(calls) == 2
@@ -162,7 +163,7 @@ def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
         report_dir = workdir / "r"
         out = run_cli(["run", "smoke", "--attach", f"mine=http://127.0.0.1:{port}", "--requests", "6",
                        "--report", str(report_dir)], cwd=workdir)
-        assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+        assert_measured(out)
         report = read_report(report_dir)
         assert list(report["variants"]) == ["mine"]
         assert report["variants"]["mine"]["epochs"][0]["classes"]["all"]["requests"] == 4  # 6 minus 2 warm-up
@@ -210,7 +211,7 @@ def test_api_key_protects_launched_servers_and_never_reaches_reports_or_recordin
     report_dir, rec_dir = workdir / "r", workdir / "rec"
     out = run_cli(["run", "smoke", "--lab", str(lab), "--requests", "6", "--report", str(report_dir),
                    "--record", str(rec_dir)], cwd=workdir, env={"SPECLAB_TEST_KEY": secret})
-    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert_measured(out)
     assert read_report(report_dir)["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] == 4
     written = [p for p in [*report_dir.rglob("*"), *rec_dir.rglob("*")] if p.is_file()]
     assert any(p.name == "requests.jsonl" for p in written)

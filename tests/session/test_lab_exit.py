@@ -21,6 +21,7 @@ from speclab.recording.reader import Recording
 from speclab.servers.process import free_port
 from speclab.ui.app import SpeclabApp
 
+from ..outcome import assert_measured
 from .conftest import run_cli
 
 SCENARIO = """
@@ -130,7 +131,7 @@ def test_attach_takes_the_scenario_positional_and_labels_a_simulator_simulated(
     report = tmp_path / "r"
     out = run_cli(["run", "smoke", "--attach", f"mine={sim_server}", "--requests", "4", "--report", str(report)],
                   cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert_measured(out)
     assert "SIMULATED" in (report / "report.md").read_text()
 
 
@@ -139,5 +140,5 @@ def test_run_leaves_no_log_folder_behind(tmp_path: Path) -> None:
     scratch.mkdir()
     out = run_cli(["run", "smoke", "--engine", "sim", "--variants", "baseline", "--requests", "4"], cwd=tmp_path,
                   env={"TMPDIR": str(scratch)})
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert_measured(out)
     assert os.listdir(scratch) == []
