@@ -8,10 +8,11 @@ block verification under suffix decoding (Model Runner V1 drops both), FLy setti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from . import limits as L
 from . import speculative as sd
 from .speculative import DraftSampleMethod, RejectionSampleMethod
 
@@ -21,19 +22,22 @@ SPEC_OPTION_KEYS: tuple[str, ...] = (
     "fly_entropy_top_k",
 )
 _FLY_KEYS = ("fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k")
+_BatchSize = Annotated[int, Field(ge=1, le=L.MAX_NUM_SEQS)]
+_ScheduledK = Annotated[int, Field(ge=0, le=L.MAX_SPEC_TOKENS)]
+_Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class SpecOptions(BaseModel):
     """None everywhere means vLLM's defaults (greedy drafts, standard verification, one k)."""
 
-    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
+    num_speculative_tokens_per_batch_size: list[tuple[_BatchSize, _BatchSize, _ScheduledK]] | None = None
     draft_sample_method: DraftSampleMethod | None = None
     rejection_sample_method: RejectionSampleMethod | None = None
-    synthetic_acceptance_rates: list[float] | None = None
-    synthetic_acceptance_length: float | None = None
-    fly_window_size: int | None = Field(default=None, ge=1)
-    fly_entropy_threshold: float | None = Field(default=None, ge=0.0)
-    fly_entropy_top_k: int | None = Field(default=None, ge=1)
+    synthetic_acceptance_rates: list[_Rate] | None = None
+    synthetic_acceptance_length: float | None = Field(default=None, ge=1.0, le=L.MAX_SPEC_TOKENS + 1)
+    fly_window_size: int | None = Field(default=None, ge=1, le=L.MAX_SPEC_TOKENS)
+    fly_entropy_threshold: float | None = Field(default=None, ge=0.0, le=L.MAX_RATIO)  # nats
+    fly_entropy_top_k: int | None = Field(default=None, ge=1, le=L.MAX_TOP_K)
 
     @field_validator("num_speculative_tokens_per_batch_size")
     @classmethod
@@ -96,10 +100,10 @@ class SpecOptions(BaseModel):
 class SuffixOptions(BaseModel):
     """Suffix decoding's settings (``suffix_decoding_*``); None: vLLM's defaults."""
 
-    suffix_decoding_max_tree_depth: int | None = None
-    suffix_decoding_max_cached_requests: int | None = None
-    suffix_decoding_max_spec_factor: float | None = None
-    suffix_decoding_min_token_prob: float | None = None
+    suffix_decoding_max_tree_depth: int | None = Field(default=None, ge=1, le=L.MAX_OUTPUT_TOKENS)
+    suffix_decoding_max_cached_requests: int | None = Field(default=None, ge=0, le=L.MAX_REQUESTS)
+    suffix_decoding_max_spec_factor: float | None = Field(default=None, ge=0.0, le=L.MAX_RATIO)
+    suffix_decoding_min_token_prob: float | None = Field(default=None, ge=0.0, le=1.0)
 
     def suffix_keys(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in sd.SUFFIX_DEFAULTS if getattr(self, key) is not None}

@@ -73,7 +73,7 @@ def with_k4(extra: str, draft: str | None = None) -> str:
     ("", 'method = "ngram"\nsuffix_decoding_max_tree_depth = 12',
      "draft.suffix_decoding_max_tree_depth: only method 'suffix' uses it"),
     ("", 'method = "suffix"\nsuffix_decoding_min_token_prob = 1.5',
-     "draft.suffix_decoding_min_token_prob: suffix_decoding_min_token_prob=1.5 must be in [0, 1]"),
+     "draft.suffix_decoding_min_token_prob: expected a number at least 0 and at most 1, got 1.5"),
     ("", 'method = "eagle3"\nmodel = "org/head"\nsim_model = "sim-1b"',
      "draft.sim_model: method 'eagle3' drafts with a head on the target's own state"),
 ])
