@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from speclab.model.names import INTERVAL_S, Metric
 from speclab.model.snapshot import Snapshot, VariantStats
+
+if TYPE_CHECKING:
+    from speclab.metrics.aggregator import Aggregator
 
 
 def _ms(us: int | None) -> str:
@@ -17,7 +21,7 @@ def progress_line(snap: Snapshot) -> str:
     parts = [f"t={snap.t:5.1f}s"]
     for name, vstats in snap.cumulative.items():
         total = vstats.total
-        last = snap.last_interval.get(name)
+        last = snap.intervals[-1].variants.get(name) if snap.intervals else snap.last_interval.get(name)
         rps = last.total.requests_per_s if last is not None else 0.0
         e2e = total.latency.get(Metric.E2E_CORRECTED.value)
         shown = vstats.label or name
@@ -58,3 +62,12 @@ def interval_row(index: int, stats: dict[str, VariantStats], saturated: bool) ->
             "e2e_p99_ms": None if p99 is None else round(p99 / 1000, 3),
         }
     return {"interval": index, "t": (index + 1) * INTERVAL_S, "client_saturated": saturated, "variants": variants}
+
+
+def timeline_rows(aggregator: Aggregator, saturated: Iterable[int]) -> list[dict[str, Any]]:
+    """The report's per-interval rows from the aggregator's stored intervals (warm-up excluded, late
+    records included), so a live run and its replay give the same rows."""
+    flagged = set(saturated)
+    first = aggregator.first_retained_interval
+    return [interval_row(index, aggregator.window(index, index), index in flagged)
+            for index in range(first, aggregator.last_closed_interval + 1)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from speclab.model.ab_rows import ab_rows, change_text
 from speclab.model.epochs import EpochInfo
 from speclab.model.errors import InputError
 from speclab.model.names import Metric
+from speclab.model.records import Event
 from speclab.model.snapshot import (
     ALL_CLASSES,
     ABView,
@@ -165,8 +167,14 @@ def build_report(
     servers: dict[str, ServerView],
     command: str = "run",
     extra: dict[str, Any] | None = None,
+    events: Sequence[Event] | None = None,
+    timeline: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report of one run; ``extra`` adds sections (gates, memory, crosscheck, exit)."""
+    """The JSON report of one run; ``extra`` adds sections (gates, memory, crosscheck, exit).
+
+    ``events`` are the whole run's (a consumer of the stream collects them; by default the final
+    snapshot's, which holds them all when it is the stream's only snapshot, as in a replay);
+    ``timeline`` the per-interval rows (``headless.progress.timeline_rows``)."""
     variants: dict[str, Any] = {}
     for name, vstats in final.cumulative.items():
         view = servers.get(name)
@@ -205,9 +213,11 @@ def build_report(
         "variants": variants,
         "transitions": [t.as_dict() for t in final.transitions],
         "ab": {name: ab_dict(view) for name, view in final.ab.items()},
-        "events": [e.to_dict() for e in final.events],
+        "events": [e.to_dict() for e in (final.events if events is None else events)],
         "host": host_facts(),
     }
+    if timeline is not None:
+        report["timeline"] = timeline
     if extra:
         report.update(extra)
     return report

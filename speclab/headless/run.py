@@ -11,12 +11,13 @@ from typing import Any, TextIO
 
 from speclab.metrics.crosscheck import crosscheck, mismatches
 from speclab.model.exit_codes import ExitCode
+from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
 from speclab.servers.memory import memory_table
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
 
-from .progress import interval_row, progress_line
+from .progress import progress_line, timeline_rows
 from .report import build_report, write_report
 
 SATURATED_LIMIT = 0.5  # more than this share of intervals saturated: the measurement is invalid
@@ -77,8 +78,8 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         loop.add_signal_handler(signal.SIGTERM, interrupted.set)
     try:
         await session.ensure_started()
-        timeline: list[dict[str, Any]] = []
-        final = await _follow(session, interrupted, out, timeline)
+        events: list[Event] = []
+        final = await _follow(session, interrupted, out, events)
     except BaseException:
         await session.stop("failed")
         raise
@@ -92,8 +93,9 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     for c in mismatches(crosscheck(session.records, session.samples)):
         print(f"warning: acceptance cross-check: {c.message}", file=out)
     if options.report_dir is not None:
-        report = build_report(session.info, final, servers=session.servers(), command="run",
-                              extra={**report_extra(session, code, reason), "timeline": timeline})
+        report = build_report(session.info, final, servers=session.servers(), command="run", events=events,
+                              timeline=timeline_rows(session.aggregator, final.saturated_intervals),
+                              extra=report_extra(session, code, reason))
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
     if options.record_path is not None:
@@ -104,10 +106,9 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
 
 
 async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO,
-                  timeline: list[dict[str, Any]]) -> Snapshot:
-    """Print a line per closed interval (and keep its row for the report's timeline) until the run
-    ends or is interrupted; return the final snapshot."""
-    last_interval = -1
+                  events: list[Event]) -> Snapshot:
+    """Print every event and a line per snapshot that closed intervals (and keep every event for
+    the report) until the run ends or is interrupted; return the final snapshot."""
     stream = session.snapshots()
     stop_wait = asyncio.ensure_future(interrupted.wait())
     try:
@@ -115,24 +116,33 @@ async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO,
             next_snap = asyncio.ensure_future(anext(stream))
             done, _ = await asyncio.wait({next_snap, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if next_snap not in done:
-                next_snap.cancel()
                 print("interrupted: draining in-flight requests, writing what was measured", file=out, flush=True)
-                await session.stop("interrupted")
+                stopper = asyncio.ensure_future(session.stop("interrupted"))
+                while True:  # read on to the final snapshot, so no interval or event is skipped
+                    done, _ = await asyncio.wait({next_snap, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                    if next_snap not in done:  # stopped: what it published is queued already
+                        done, _ = await asyncio.wait({next_snap}, timeout=1.0)
+                    if next_snap not in done:
+                        next_snap.cancel()
+                        break
+                    try:
+                        snap = next_snap.result()
+                    except StopAsyncIteration:
+                        break
+                    events.extend(snap.events)
+                    if snap.finished:
+                        break
+                    next_snap = asyncio.ensure_future(anext(stream))
+                await stopper
                 return await session.wait()
             try:
                 snap = next_snap.result()
             except StopAsyncIteration:
                 return await session.wait()
+            events.extend(snap.events)
             for event in snap.events:
                 print(f"event t={event.t:.1f}s {event.kind}: {event.message}", file=out)
-            if snap.interval > last_interval:
-                # Intervals closed between two snapshots (the final one closes the rest at once)
-                # come from the aggregator's stored intervals; the newest is in the snapshot.
-                for index in range(last_interval + 1, snap.interval):
-                    timeline.append(interval_row(index, session.aggregator.window(index, index),
-                                                 index in snap.saturated_intervals))
-                timeline.append(interval_row(snap.interval, snap.last_interval, snap.interval in snap.saturated_intervals))
-                last_interval = snap.interval
+            if snap.intervals:
                 print(progress_line(snap), file=out, flush=True)
             if snap.finished:
                 return snap

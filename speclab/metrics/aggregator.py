@@ -36,6 +36,7 @@ from speclab.model.snapshot import (
     ClassStats,
     ClientHealth,
     EpochStats,
+    IntervalStats,
     Snapshot,
     VariantStats,
 )
@@ -116,6 +117,8 @@ class Aggregator:
         self._servers: dict[str, ServerSample] = {}
         self._server_timing: set[str] = set()
         self._events: list[Event] = []
+        self._closed_since: list[IntervalStats] = []  # closed since the last snapshot
+        self._snapshots = 0
         self._health = ClientHealth()
         self._saturated: set[int] = set()
         self._now = 0.0
@@ -211,6 +214,11 @@ class Aggregator:
                 cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
             )
         self._last = self._newest(self._stats([*interval.measured.items(), *interval.warmup.items()], window))
+        warmup: dict[str, int] = {}
+        for (variant, _epoch, _cls), cell in interval.warmup.items():
+            warmup[variant] = warmup.get(variant, 0) + cell.counts.requests + sum(cell.counts.errors.values())
+        measured = self._newest(self._stats(list(interval.measured.items()), window))
+        self._closed_since.append(IntervalStats(index, start_s, end_s, measured, warmup))
         self._closed.append(closed)
         self._next_close = index + 1
         live: dict[Key, CellParts] = {key: (cell.counts, cell.hists) for key, cell in interval.measured.items()}
@@ -257,6 +265,8 @@ class Aggregator:
         else:
             self.tick(now)
         events, self._events = tuple(self._events), []
+        intervals, self._closed_since = tuple(self._closed_since), []
+        self._snapshots += 1
         by_epoch = self._cumulative.stats(self._epoch_keys(), self.classes, now, finished, self._ended,
                                           self._fallback, self._variant_stats)
         epochs = {
@@ -278,6 +288,8 @@ class Aggregator:
             epochs=epochs,
             transitions=self.book.transitions(),
             ab=self._ab.views(self.variants, self.baseline, self.classes, self._fallback),
+            intervals=intervals,
+            rebuilt=self._snapshots == 1,
         )
 
     def window(self, start_interval: int, end_interval: int) -> dict[str, VariantStats]:

@@ -6,6 +6,7 @@ produces it from a recording. Latencies are microseconds.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from . import acceptance
@@ -201,6 +202,18 @@ class ABView:
 
 
 @dataclass(frozen=True, slots=True)
+class IntervalStats:
+    """One closed interval as every table and chart reads it: per variant, its newest epoch with
+    requests in it, warm-up excluded (``warmup_requests`` counts what was left out)."""
+
+    index: int
+    start_s: float
+    end_s: float
+    variants: dict[str, VariantStats] = field(default_factory=dict)
+    warmup_requests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     t: float  # seconds since run start
     interval: int  # index of the last closed 1 s interval
@@ -218,3 +231,17 @@ class Snapshot:
     epochs: dict[str, tuple[EpochStats, ...]] = field(default_factory=dict)  # every epoch, oldest first
     transitions: tuple[TransitionInfo, ...] = ()
     ab: dict[str, ABView] = field(default_factory=dict)  # per non-baseline variant
+    # Every interval closed since the previous snapshot of this stream, oldest first.
+    intervals: tuple[IntervalStats, ...] = ()
+    # The first snapshot of a (re)built stream, e.g. after a replay seeks backwards: a consumer
+    # forgets the intervals and events it kept, since ``intervals``/``events`` start over here.
+    rebuilt: bool = False
+
+
+def coalesce(older: Snapshot, newer: Snapshot) -> Snapshot:
+    """One snapshot standing for two consecutive ones: the newer state with both snapshots'
+    intervals and events, so a consumer that skips ``older`` loses nothing."""
+    if newer.rebuilt:
+        return newer
+    return dataclasses.replace(newer, intervals=older.intervals + newer.intervals,
+                               events=older.events + newer.events, rebuilt=older.rebuilt)

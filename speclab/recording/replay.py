@@ -95,18 +95,24 @@ class ReplayFeeder:
 
 
 def replay_final_snapshot(recording: Recording) -> Snapshot:
-    """The end-of-run snapshot computed at once (``speclab replay NAME --report DIR``).
+    """The end-of-run snapshot computed at once (``speclab replay NAME --report DIR``): the stream's
+    only snapshot, so it carries every interval and every event of the run.
 
     Client health is not a stream in the recording; a ``close({"health": asdict(ClientHealth)})``
     by the session puts the run's final health in the manifest, and it is restored here.
     """
+    return replay_final(recording)[0]
+
+
+def replay_final(recording: Recording) -> tuple[Snapshot, Aggregator]:
+    """``replay_final_snapshot`` and the aggregator it came from (the report's timeline reads it)."""
     end = recording.end_time
     aggregator = ReplayFeeder(recording).advance(end, include_rest=recording.complete)
     health = (recording.manifest.get("final") or {}).get("health")
     if isinstance(health, dict):
         known = {f.name for f in fields(ClientHealth)}
         aggregator.set_health(ClientHealth(**{k: v for k, v in health.items() if k in known}))
-    return aggregator.snapshot(end, finished=True)
+    return aggregator.snapshot(end, finished=True), aggregator
 
 
 def session_info(recording: Recording) -> SessionInfo:
@@ -133,9 +139,10 @@ def _log_tail(path: Path) -> tuple[str, ...]:
 def server_views(recording: Recording) -> dict[str, ServerView]:
     """The servers as the manifest describes them (``manifest["servers"][variant]``), with log tails."""
     described = recording.manifest.get("servers") or {}
+    at_end = (recording.manifest.get("final") or {}).get("servers") or {}  # after any relaunch
     out: dict[str, ServerView] = {}
     for variant in recording.variants:
-        facts = described.get(variant) or {}
+        facts = {**(described.get(variant) or {}), **(at_end.get(variant) or {})}
         out[variant] = ServerView(
             variant=variant,
             status="stopped",

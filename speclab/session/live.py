@@ -29,7 +29,7 @@ from speclab.model.errors import InputError
 from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S, SNAPSHOT_HZ
 from speclab.model.records import Event, RequestRecord, ServerSample
-from speclab.model.snapshot import ClientHealth, Snapshot
+from speclab.model.snapshot import ClientHealth, Snapshot, coalesce
 from speclab.recording.guarded import GuardedWriter
 from speclab.recording.preflight import check_outputs
 from speclab.recording.writer import RecordingWriter
@@ -46,6 +46,19 @@ from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 from .relaunch import ScheduledChange, check_changes, parse_change, relaunch_variant, run_changes, target_for
 
 LAB_RETAIN_INTERVALS = 600
+BACKLOG_LIMIT = 8
+
+
+def publish(queue: asyncio.Queue[Snapshot], snap: Snapshot, limit: int = BACKLOG_LIMIT) -> None:
+    """Queue ``snap`` for one subscriber. A slow consumer with ``limit`` snapshots waiting gets them
+    coalesced into one (the newest state, every interval and event of all of them), never dropped."""
+    if queue.qsize() >= limit:
+        merged: Snapshot | None = None
+        while not queue.empty():
+            older = queue.get_nowait()
+            merged = older if merged is None else coalesce(merged, older)
+        snap = snap if merged is None else coalesce(merged, snap)
+    queue.put_nowait(snap)
 
 
 def server_view(server: RunningServer, log_lines: int = 40) -> ServerView:
@@ -327,10 +340,7 @@ class LiveSession:
 
     def _publish(self, snap: Snapshot) -> None:
         for queue in self._subscribers:
-            if queue.qsize() > 8:  # a slow consumer gets the newest snapshots, not a backlog
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-            queue.put_nowait(snap)
+            publish(queue, snap)
 
     async def _await_traffic(self) -> None:
         assert self.runner is not None
@@ -361,8 +371,10 @@ class LiveSession:
                 for name, server in self.servers_running.items():
                     if server.log_path is not None:
                         self.recorder.copy_log(name, server.log_path)
+                servers = {n: {"command": s.command, "settings": s.settings} for n, s in self.servers_running.items()}
                 self.recorder.close({"status": self._status, "health": asdict(self.final.health),
-                                     "saturated_intervals": list(self.final.saturated_intervals)}, end_s=now)
+                                     "saturated_intervals": list(self.final.saturated_intervals),
+                                     "servers": servers}, end_s=now)
         finally:
             self._done.set()
 

@@ -1,22 +1,24 @@
 """What the app remembers between snapshots: interval history for the time series, and events.
 
-Snapshots carry the cumulative stats per config epoch, the last closed interval and the A/B
-windows (merged by the aggregator, so the A/B view shows window percentiles, not sums the app
-kept). Each closed interval is taken once (snapshots arrive at 4 Hz, intervals close at 1 Hz).
+Snapshots are complete (DESIGN.md): each carries every interval closed since the previous one and
+every event, and the cumulative stats and A/B windows come merged by the aggregator. So this keeps
+view state only — the points it plots and the events it lists, no counters of its own — and loses
+nothing at any replay speed; a ``rebuilt`` snapshot (a replay seeking backwards) starts it over.
 No Textual here: the state is tested on its own.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from speclab.model.epochs import RELAUNCH_EVENT, TRANSITION_EVENT, settings_text
-from speclab.model.names import Metric
+from speclab.model.names import INTERVAL_S, Metric
 from speclab.model.records import Event
-from speclab.model.snapshot import Snapshot
+from speclab.model.snapshot import IntervalStats, Snapshot
 from speclab.session.api import ServerView, SessionInfo
 
 RELAUNCH_KIND = RELAUNCH_EVENT
@@ -61,6 +63,7 @@ class LabState:
         self.latest: Snapshot | None = None
         self.snapshots_seen = 0
         self.last_interval = -1
+        self._history_limit = history_limit
         self.history: dict[str, deque[IntervalPoint]] = {
             v: deque(maxlen=history_limit) for v in info.variants
         }
@@ -73,24 +76,35 @@ class LabState:
         self.baseline = pick_baseline(self.info, views)
 
     def ingest(self, snapshot: Snapshot) -> None:
+        if snapshot.rebuilt:
+            self._forget()
         self.latest = snapshot
         self.snapshots_seen += 1
         self.saturated.update(snapshot.saturated_intervals)
-        if snapshot.interval > self.last_interval and snapshot.last_interval:
-            self.last_interval = snapshot.interval
-            self._take_interval(snapshot)
+        for interval in snapshot.intervals:
+            if interval.index > self.last_interval:
+                self.last_interval = interval.index
+                self._take_interval(interval)
         for event in snapshot.events:
-            self.events.append((snapshot.interval, event))
+            self.events.append((max(0, math.floor(event.t / INTERVAL_S)), event))
 
-    def _take_interval(self, snapshot: Snapshot) -> None:
+    def _forget(self) -> None:
+        self.last_interval = -1
+        for points in self.history.values():
+            points.clear()
+        self.events.clear()
+        self.saturated.clear()
         self.intervals_taken += 1
-        for variant, stats in snapshot.last_interval.items():
+
+    def _take_interval(self, interval: IntervalStats) -> None:
+        self.intervals_taken += 1
+        for variant, stats in interval.variants.items():
             total = stats.total
             e2e = total.latency.get(Metric.E2E.value)
             e2e_c = total.latency.get(Metric.E2E_CORRECTED.value)
             point = IntervalPoint(
-                interval=snapshot.interval,
-                t=snapshot.t,
+                interval=interval.index,
+                t=interval.end_s,
                 epoch=stats.epoch,
                 requests_per_s=total.requests_per_s,
                 tokens_per_s=total.output_tokens_per_s,
@@ -99,7 +113,7 @@ class LabState:
                 e2e_corrected_p99_us=e2e_c.p99 if e2e_c else None,
                 errors=total.error_count,
             )
-            self.history.setdefault(variant, deque(maxlen=HISTORY_LIMIT)).append(point)
+            self.history.setdefault(variant, deque(maxlen=self._history_limit)).append(point)
 
 
 def config_label(config: Mapping[str, Any]) -> str:

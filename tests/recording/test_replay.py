@@ -121,3 +121,64 @@ async def test_stream_holds_at_end_until_seek_or_stop(recorded: tuple[Path, obje
             await source.stop()
     assert [s.finished for s in seen].count(True) == 1
     assert seen[-1].t == 1.0 and seen[-1].paused
+
+
+async def test_replay_at_16x_through_the_app_state_loses_no_interval_even_across_seeks(
+    recorded: tuple[Path, object],
+) -> None:
+    """At 16× a 4 Hz snapshot closes four intervals; every one reaches the time series, as do all
+    events; seeking back starts the series over, and seeking forward skips no interval."""
+    from speclab.recording.replay import replay_final
+    from speclab.ui.state import LabState
+
+    rec = Recording.open(recorded[0])
+    clock = FakeClock()
+
+    async def fake_sleep(dt: float) -> None:
+        clock.now += dt
+        await asyncio.sleep(0)
+
+    source = ReplaySource(rec, clock=clock, sleep=fake_sleep, speed=16.0)
+    state = LabState(source.info)
+    seeks = {2: 1.5, 3: 9.0}  # after the 2nd snapshot: back; after the 3rd: a long jump forward
+    seen, rebuilt, widest = 0, 0, 0
+    async for snap in source.snapshots():
+        seen += 1
+        rebuilt += snap.rebuilt
+        widest = max(widest, len(snap.intervals))
+        state.ingest(snap)
+        if seen in seeks:
+            await source.pause()
+            await source.seek(seeks[seen])
+        elif not source.playing and not snap.finished:
+            await source.play()
+        if snap.finished:
+            await source.stop()
+    assert seen >= 4 and rebuilt == 2 and widest >= 7
+    final, aggregator = replay_final(rec)
+    last = aggregator.last_closed_interval
+    assert state.last_interval == last == final.interval
+    for variant in synth.VARIANTS:
+        points = list(state.history[variant])
+        assert [p.interval for p in points] == list(range(last + 1)), variant
+        for point in points:
+            stored = aggregator.window(point.interval, point.interval)[variant].total
+            assert point.requests_per_s == pytest.approx(stored.requests_per_s), (variant, point.interval)
+            assert point.errors == stored.error_count
+    assert [e.kind for _, e in state.events] == [e.kind for e in final.events]
+
+
+def test_a_slow_subscriber_gets_coalesced_snapshots_that_lose_no_interval_or_event() -> None:
+    from speclab.model.records import Event
+    from speclab.model.snapshot import IntervalStats, Snapshot
+    from speclab.session.live import publish
+
+    queue: asyncio.Queue[Snapshot] = asyncio.Queue()
+    for i in range(30):
+        publish(queue, Snapshot(t=i + 1.0, interval=i, intervals=(IntervalStats(i, float(i), i + 1.0),),
+                                events=(Event(t=i + 0.5, kind="warning", message=str(i)),), rebuilt=i == 0),
+                limit=8)
+    got = [queue.get_nowait() for _ in range(queue.qsize())]
+    assert len(got) <= 9 and got[-1].t == 30.0 and got[0].rebuilt
+    assert [iv.index for s in got for iv in s.intervals] == list(range(30))
+    assert [e.message for s in got for e in s.events] == [str(i) for i in range(30)]

@@ -58,3 +58,13 @@ def read_report(directory: Path) -> dict[str, Any]:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+# What a replayed report cannot share with the live one: when and how it was made, and the facts
+# only the live process had (its exit verdict, the engine it chose, server memory, cross-checks).
+NOT_REPLAYED = ("created", "command", "replay", "host", "engine", "memory", "gpu_memory", "crosscheck",
+                "crosscheck_ok", "exit", "recording", "warnings", "accounting")
+
+
+def replayable_part(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if k not in NOT_REPLAYED}

@@ -12,7 +12,7 @@ from speclab.recording.compare import compare_recordings, records_by_epoch
 from speclab.recording.reader import Recording
 
 from ..outcome import assert_measured
-from .conftest import read_report, run_cli
+from .conftest import read_report, replayable_part, run_cli
 
 
 @pytest.mark.timeout(300)
@@ -76,6 +76,8 @@ def test_a_change_mid_run_reports_two_epochs_a_transition_and_an_ab_that_exclude
     out = run_cli(["replay", str(rec_dir), "--report", str(replayed_dir)], cwd=workdir)
     assert out.returncode == ExitCode.OK, out.stdout + out.stderr
     replayed = read_report(replayed_dir)
+    assert replayed["events"] and [e["kind"] for e in report["events"]].count("relaunch") == 1
+    assert replayable_part(replayed) == replayable_part(report), "live and replayed reports differ"
     assert replayed["transitions"] == report["transitions"]
     for ours, theirs in zip(report["variants"]["k4"]["epochs"], replayed["variants"]["k4"]["epochs"], strict=True):
         assert ours["accounting"] == theirs["accounting"] and ours["label"] == theirs["label"]

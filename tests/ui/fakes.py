@@ -23,6 +23,7 @@ from speclab.model.snapshot import (
     ClassStats,
     ClientHealth,
     EpochStats,
+    IntervalStats,
     Percentiles,
     Snapshot,
     VariantStats,
@@ -248,16 +249,19 @@ def build_snapshots(intervals: int = 12) -> list[Snapshot]:
                 n = interval - 8
                 cumulative["k4"] = variant_stats("k4", 4 * n, float(n), -0.02, 3, 2, EPOCH2_LABEL)
             k4_new = interval >= 9
+            closed = {
+                v: variant_stats(v, per_class, 1.0, _drift(v, interval), 3 if v == "k4" and k4_new else None,
+                                 2 if v == "k4" and k4_new else 1, EPOCH2_LABEL if v == "k4" and k4_new else "")
+                for v in VARIANTS
+            }
             snaps.append(
                 Snapshot(
                     t=t,
                     interval=interval,
                     cumulative=cumulative,
-                    last_interval={
-                        v: variant_stats(v, per_class, 1.0, _drift(v, interval), 3 if v == "k4" and k4_new else None,
-                                         2 if v == "k4" and k4_new else 1, EPOCH2_LABEL if v == "k4" and k4_new else "")
-                        for v in VARIANTS
-                    },
+                    last_interval=closed,
+                    intervals=(IntervalStats(interval, float(interval), interval + 1.0, closed),) if quarter == 0 else (),
+                    rebuilt=interval == 0 and quarter == 0,
                     servers={v: server_sample(v, t, interval) for v in VARIANTS},
                     health=ClientHealth(
                         schedule_lag_p99_ms=1.4 if interval != 5 else 38.0,

@@ -39,7 +39,7 @@ def test_the_history_says_which_config_epoch_each_interval_was() -> None:
 
 def test_events_and_saturated_intervals_are_remembered() -> None:
     state = fed_state()
-    assert [(i, e.kind) for i, e in state.events] == [(3, "config_change"), (8, "transition"), (8, "relaunch")]
+    assert [(i, e.kind) for i, e in state.events] == [(4, "config_change"), (9, "transition"), (9, "relaunch")]
     assert state.saturated == {5}
 
 
@@ -106,7 +106,8 @@ def test_time_series_shows_the_latest_intervals_of_a_long_history() -> None:
     source = FakeSource()
     state = LabState(source.info, history_limit=100)
     for i in range(300):
-        state.ingest(replace(base, interval=i, t=float(i + 1), events=()))
+        closed = replace(base.intervals[0], index=i, start_s=float(i), end_s=float(i + 1))
+        state.ingest(replace(base, interval=i, t=float(i + 1), events=(), intervals=(closed,), rebuilt=i == 0))
     assert len(state.history["k2"]) == 100
     assert state.history["k2"][0].interval == 200
     width = 80
