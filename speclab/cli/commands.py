@@ -158,11 +158,12 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
     if opts.get("report_dir"):
         from speclab.headless.progress import timeline_rows
         from speclab.headless.report import build_report, write_report
-        from speclab.recording.replay import replay_final, server_views, session_info
+        from speclab.recording.replay import replay_final, server_views, session_info, traffic_errors
 
         final, aggregator = replay_final(rec)
         report = build_report(session_info(rec), final, servers=server_views(rec), command="replay",
-                              timeline=timeline_rows(aggregator, final.saturated_intervals), extra={"recording": str(rec.path), "warnings": list(rec.warnings)})
+                              timeline=timeline_rows(aggregator, final.saturated_intervals),
+                              incomplete=traffic_errors(rec), extra={"recording": str(rec.path), "warnings": list(rec.warnings)})
         for path in write_report(report, Path(opts["report_dir"])):
             click.echo(f"report: {path}")
         return int(ExitCode.OK)

@@ -99,14 +99,14 @@ def class_dict(stats: ClassStats) -> dict[str, Any]:
 
 def epoch_dict(epoch: EpochStats, view: ServerView | None, end_s: float) -> dict[str, Any]:
     """One config epoch of a variant: what it ran with, when, and everything measured in it."""
-    info, total = epoch.info, epoch.stats.total
+    info = epoch.info
     return {
         "epoch": info.epoch,
         "label": info.label or info.variant,
         "settings": dict(info.settings) if info.settings or view is None or info.epoch > 1 else dict(view.settings),
         "start_s": round(info.start_s, 3),
         "end_s": round(end_s if info.end_s is None else info.end_s, 3),
-        "accounting": {"completed": total.requests, "errored": total.error_count},
+        "accounting": epoch.accounting.as_dict(),
         "classes": {cls: class_dict(stats) for cls, stats in epoch.stats.classes.items()},
     }
 
@@ -169,12 +169,14 @@ def build_report(
     extra: dict[str, Any] | None = None,
     events: Sequence[Event] | None = None,
     timeline: list[dict[str, Any]] | None = None,
+    incomplete: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The JSON report of one run; ``extra`` adds sections (gates, memory, crosscheck, exit).
 
     ``events`` are the whole run's (a consumer of the stream collects them; by default the final
     snapshot's, which holds them all when it is the stream's only snapshot, as in a replay);
-    ``timeline`` the per-interval rows (``headless.progress.timeline_rows``)."""
+    ``timeline`` the per-interval rows (``headless.progress.timeline_rows``); ``incomplete`` what
+    the traffic side lost (dead workers, dropped record batches)."""
     variants: dict[str, Any] = {}
     for name, vstats in final.cumulative.items():
         view = servers.get(name)
@@ -204,6 +206,7 @@ def build_report(
         "classes": list(info.classes),
         "measurement": {
             "saturated_intervals": list(final.saturated_intervals),
+            "incomplete": list(incomplete),
             "client": {
                 "schedule_lag_p99_ms": final.health.schedule_lag_p99_ms,
                 "loop_lag_max_ms": final.health.loop_lag_max_ms,
@@ -266,6 +269,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     if "exit" in report:
         lines.append(f"Exit: {report['exit']['code']} {report['exit']['reason']}")
     lines += _epochs_markdown(report)
+    lines += _accounting_markdown(report)
     lines.append("")
     lines.append("## Headline metrics (corrected latency, per class and variant)")
     lines.append("")
@@ -372,6 +376,19 @@ def render_markdown(report: dict[str, Any]) -> str:
         for e in events:
             lines.append(f"- t={e['t']:.1f}s {e['kind']}{' [' + e['variant'] + ']' if e.get('variant') else ''}: {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def _accounting_markdown(report: dict[str, Any]) -> list[str]:
+    """Every request each epoch was sent, and where it went: nothing may go missing unseen."""
+    lines = ["", "## Accounting (planned = completed + errored + warm-up + in transition + lost)", "",
+             "| epoch | planned | completed | errored | warm-up | in transition | lost |", "|---|---|---|---|---|---|---|"]
+    for label, e in epoch_rows(report):
+        a = e["accounting"]
+        cells = [_cell(a.get(k)) for k in ("planned", "completed", "errored", "warmup", "in_transition", "lost")]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for problem in report["measurement"].get("incomplete") or ():
+        lines.append(f"- **measurement incomplete**: {problem}")
+    return lines
 
 
 def _epochs_markdown(report: dict[str, Any]) -> list[str]:

@@ -31,6 +31,9 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
         return ExitCode.INTERRUPTED, "interrupted; the partial report and recording cover what was measured"
     if session.change_failures:
         return ExitCode.SERVER_NOT_READY, "; ".join(session.change_failures)
+    incomplete = incomplete_reason(session, final)
+    if incomplete:
+        return ExitCode.MEASUREMENT_INCOMPLETE, incomplete
     if measured and all(r.error_kind is not None for r in measured):
         kinds = sorted({str(r.error_kind) for r in measured})
         first = next(r.error_message for r in measured if r.error_message)
@@ -42,6 +45,16 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
         return (ExitCode.MEASUREMENT_INVALID,
                 f"the client could not keep up in {len(final.saturated_intervals)} of {intervals} intervals")
     return ExitCode.OK, "ok"
+
+
+def incomplete_reason(session: LiveSession, final: Snapshot) -> str:
+    """Why the measurement is incomplete (a dead worker, a dropped batch, a lost request), or ""."""
+    problems = session.traffic_errors()
+    lost = {e.stats.label or name: e.accounting.lost for name, epochs in final.epochs.items() for e in epochs
+            if e.accounting.lost}
+    if lost:
+        problems.append("requests begun but never recorded: " + ", ".join(f"{k} {n}" for k, n in lost.items()))
+    return "; ".join(problems)
 
 
 def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str, Any]:
@@ -95,7 +108,7 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     if options.report_dir is not None:
         report = build_report(session.info, final, servers=session.servers(), command="run", events=events,
                               timeline=timeline_rows(session.aggregator, final.saturated_intervals),
-                              extra=report_extra(session, code, reason))
+                              incomplete=session.traffic_errors(), extra=report_extra(session, code, reason))
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
     if options.record_path is not None:

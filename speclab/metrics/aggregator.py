@@ -33,6 +33,7 @@ from speclab.model.names import PROM_QUEUE_TIME, CountSource
 from speclab.model.records import Event, RequestRecord, ServerSample
 from speclab.model.snapshot import (
     ALL_CLASSES,
+    Accounting,
     ClassStats,
     ClientHealth,
     EpochStats,
@@ -117,7 +118,10 @@ class Aggregator:
         self._servers: dict[str, ServerSample] = {}
         self._server_timing: set[str] = set()
         self._events: list[Event] = []
-        self._closed_since: list[IntervalStats] = []  # closed since the last snapshot
+        self._closed_since: list[IntervalStats] = []
+        self._recorded: dict[EpochKey, int] = {}  # every record, by the epoch it was sent to
+        self._warmup: dict[EpochKey, int] = {}
+        self._planned: dict[EpochKey, int] | None = None  # closed since the last snapshot
         self._snapshots = 0
         self._health = ClientHealth()
         self._saturated: set[int] = set()
@@ -146,6 +150,10 @@ class Aggregator:
     def add_records(self, records: Iterable[RequestRecord]) -> None:
         for record in records:
             self._know(record.variant, record.prompt_class)
+            sent_to = (record.variant, record.epoch)
+            self._recorded[sent_to] = self._recorded.get(sent_to, 0) + 1
+            if record.warmup:
+                self._warmup[sent_to] = self._warmup.get(sent_to, 0) + 1
             epoch = self.book.place(record)
             if epoch is None:
                 continue  # a transition's: counted there, in no epoch
@@ -174,6 +182,18 @@ class Aggregator:
         self._events.append(event)
         if self.book.on_event(event):
             self._ab.touch()
+
+    def set_planned(self, planned: dict[EpochKey, int]) -> None:
+        """Requests begun per (variant, epoch), as the traffic workers counted them: with it each
+        epoch's accounting says how many were lost (begun, never recorded)."""
+        self._planned = dict(planned)
+
+    def accounting(self, variant: str, epoch: int, total: ClassStats) -> Accounting:
+        key = (variant, epoch)
+        moved = sum(t.requests for t in self.book.transitions() if t.variant == variant and t.from_epoch == epoch)
+        planned = None if self._planned is None else self._planned.get(key, 0)
+        return Accounting(planned, total.requests, total.error_count, self._warmup.get(key, 0), moved,
+                          self._recorded.get(key, 0))
 
     def set_health(self, health: ClientHealth, interval: int | None = None) -> None:
         """Latest client health; a saturated client marks ``interval`` (the interval the worker's
@@ -270,7 +290,10 @@ class Aggregator:
         by_epoch = self._cumulative.stats(self._epoch_keys(), self.classes, now, finished, self._ended,
                                           self._fallback, self._variant_stats)
         epochs = {
-            variant: tuple(EpochStats(info, by_epoch[(variant, info.epoch)]) for info in self.book.epochs(variant))
+            variant: tuple(
+                EpochStats(info, stats, self.accounting(variant, info.epoch, stats.total))
+                for info in self.book.epochs(variant) for stats in (by_epoch[(variant, info.epoch)],)
+            )
             for variant in self.variants
         }
         return Snapshot(

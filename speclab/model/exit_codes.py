@@ -12,6 +12,7 @@ class ExitCode(IntEnum):
     SERVER_NOT_READY = 3
     ALL_REQUESTS_FAILED = 4
     MEASUREMENT_INVALID = 5
+    MEASUREMENT_INCOMPLETE = 6  # a traffic worker died, a record batch was dropped, a begun request has no record
     TOKENIZER_ALIGNMENT = 10
     GOLDEN_SET = 11
     EQUIVALENCE = 12

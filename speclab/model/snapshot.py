@@ -157,11 +157,34 @@ class ClientHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class Accounting:
+    """Where every request a variant's epoch was sent went (CONVENTIONS, "Config epochs"):
+    planned = completed + errored + warm-up + in transition + lost, lost = begun but never recorded.
+    ``planned`` is None until the traffic workers have reported it (the end of the run)."""
+
+    planned: int | None = None
+    completed: int = 0  # after warm-up, in the epoch
+    errored: int = 0  # after warm-up, in the epoch, cancelled included
+    warmup: int = 0  # measured but left out of every table
+    in_transition: int = 0  # sent to this epoch, finished in the transition that ended it
+    recorded: int = 0
+
+    @property
+    def lost(self) -> int | None:
+        return None if self.planned is None else self.planned - self.recorded
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"planned": self.planned, "completed": self.completed, "errored": self.errored,
+                "warmup": self.warmup, "in_transition": self.in_transition, "lost": self.lost}
+
+
+@dataclass(frozen=True, slots=True)
 class EpochStats:
     """One config epoch of a variant and everything measured in it since the end of warm-up."""
 
     info: EpochInfo
     stats: VariantStats
+    accounting: Accounting = field(default_factory=Accounting)
 
 
 @dataclass(frozen=True, slots=True)

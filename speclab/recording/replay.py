@@ -104,10 +104,18 @@ def replay_final_snapshot(recording: Recording) -> Snapshot:
     return replay_final(recording)[0]
 
 
+def traffic_errors(recording: Recording) -> list[str]:
+    """What the recorded run's traffic side lost (its report's ``measurement.incomplete``)."""
+    return [str(e) for e in (recording.manifest.get("final") or {}).get("traffic_errors") or ()]
+
+
 def replay_final(recording: Recording) -> tuple[Snapshot, Aggregator]:
     """``replay_final_snapshot`` and the aggregator it came from (the report's timeline reads it)."""
     end = recording.end_time
     aggregator = ReplayFeeder(recording).advance(end, include_rest=recording.complete)
+    planned = (recording.manifest.get("final") or {}).get("planned")
+    if isinstance(planned, list):  # what the live run's workers began, so the accounting matches
+        aggregator.set_planned({(str(v), int(e)): int(n) for v, e, n in planned})
     health = (recording.manifest.get("final") or {}).get("health")
     if isinstance(health, dict):
         known = {f.name for f in fields(ClientHealth)}

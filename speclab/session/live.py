@@ -363,6 +363,8 @@ class LiveSession:
                                          message=f"--change {change.spec}: not applied, the run ended at {now:.1f} s"))
             # One last scrape so server-wide counters cover every finished request.
             self._take_samples([await s.scrape(self.http, now) for s in self.scrapers.values()])
+            if self.runner is not None:
+                self.aggregator.set_planned(self.runner.issued())
             self.aggregator.finish(now)
             self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
             self._publish(self.final)
@@ -374,9 +376,15 @@ class LiveSession:
                 servers = {n: {"command": s.command, "settings": s.settings} for n, s in self.servers_running.items()}
                 self.recorder.close({"status": self._status, "health": asdict(self.final.health),
                                      "saturated_intervals": list(self.final.saturated_intervals),
-                                     "servers": servers}, end_s=now)
+                                     "servers": servers, "traffic_errors": self.traffic_errors(),
+                                     "planned": [[v, e, n] for (v, e), n in self.runner.issued().items()]
+                                     if self.runner is not None else None}, end_s=now)
         finally:
             self._done.set()
+
+    def traffic_errors(self) -> list[str]:
+        """What the traffic side lost: dead workers, dropped record batches (exit 6 when any)."""
+        return list(self.summary.errors) if self.summary is not None else []
 
     # -- SnapshotSource ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -36,6 +36,7 @@ class EngineSummary:
     finished: int
     stopped_early: bool
     cpu_s: float = 0.0  # this process's CPU time during the run (all threads)
+    issued: dict[tuple[str, int], int] = field(default_factory=dict)  # (variant, epoch) -> requests begun
 
 
 class TrafficEngine:
@@ -81,6 +82,8 @@ class TrafficEngine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._started = 0
         self._finished = 0
+        self._issued: dict[tuple[str, int], int] = {}  # every one of these ends in exactly one record
+        self._issued_shipped = 0
         self._stopping = False
         self._drain_deadline: float | None = None
         self._origin: float | None = None
@@ -224,11 +227,21 @@ class TrafficEngine:
         if self._batch:
             batch, self._batch = self._batch, []
             self._emit(("records", batch))
+        self._ship_issued()
         self._last_flush = self.now()
+
+    def _ship_issued(self) -> None:
+        """The parent's count of requests begun, so a worker that dies is seen to lose its in-flight ones."""
+        total = sum(self._issued.values())
+        if total != self._issued_shipped:
+            self._issued_shipped = total
+            self._emit(("issued", dict(self._issued)))
 
     def _on_tick(self, now: float) -> None:
         if self._batch and now - self._last_flush >= self._flush_s:
             self._flush()
+        elif now - self._last_flush >= self._flush_s:
+            self._ship_issued()
 
     def _track(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
@@ -240,11 +253,18 @@ class TrafficEngine:
         assert self._session is not None
         self._started += 1
         target = self._current.get(target.variant, target)
-        return run_request(
-            self._session, target, self.plan.request(index), intended, self._sink,
+        session = self._session
+        return self._counted(target, lambda: run_request(
+            session, target, self.plan.request(index), intended, self._sink,
             run_start=self.run_start, timeout=self._timeout, warmup=self.plan.is_warmup(index, tau),
             worker=self.worker, on_sent=self._on_sent, clock=self._clock,
-        )
+        ))
+
+    async def _counted(self, target: Target, request: Callable[[], Awaitable[None]]) -> None:
+        """Count a request as begun once it runs: from here ``run_request`` always yields a record."""
+        key = (target.variant, target.epoch)
+        self._issued[key] = self._issued.get(key, 0) + 1
+        await request()
 
     # ---- the run ---------------------------------------------------------------------------
 
@@ -277,7 +297,7 @@ class TrafficEngine:
             self.monitor.report(self.now())
             self._flush()
         return EngineSummary(
-            self.worker, self._started, self._finished, self._stopping, time.process_time() - cpu0
+            self.worker, self._started, self._finished, self._stopping, time.process_time() - cpu0, dict(self._issued)
         )
 
     async def _drain(self) -> None:

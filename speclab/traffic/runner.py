@@ -54,7 +54,8 @@ class TrafficSummary:
     stopped_early: bool = False
     traffic_start: float | None = None  # run clock time of the schedule's offset 0
     cpu_s: float = 0.0  # CPU time the workers spent on the run, summed
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # dead workers, dropped record batches
+    issued: dict[tuple[str, int], int] = field(default_factory=dict)  # (variant, epoch) -> requests begun
 
 
 class TrafficRunner:
@@ -95,6 +96,7 @@ class TrafficRunner:
         self._phase_done: dict[int, set[int]] = {}
         self._phases_begun: set[int] = set()
         self._reported: set[int] = set()  # workers that sent "done" or "error"
+        self._issued: dict[int, dict[tuple[str, int], int]] = {}  # per worker, its latest count
         self._summary = TrafficSummary(workers=workers)
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._ready_event = asyncio.Event()
@@ -224,6 +226,8 @@ class TrafficRunner:
             self._deliver(self._on_records, payload)
         elif kind == "health":
             self._deliver(self._on_health, payload)
+        elif kind == "issued":
+            self._issued[w] = payload
         elif kind == "ready":
             self._ready.add(w)
             if len(self._ready) == self.workers:
@@ -235,6 +239,7 @@ class TrafficRunner:
             summary: EngineSummary = payload
             self._summary.started += summary.started
             self._summary.cpu_s += summary.cpu_s
+            self._issued[w] = summary.issued
             self._reported.add(w)
         elif kind == "error":
             self._summary.errors.append(str(payload))
@@ -254,7 +259,8 @@ class TrafficRunner:
         try:
             callback(item)
         except Exception as error:  # a consumer bug must not stop the stream of records
-            self._summary.errors.append(f"consumer callback failed: {type(error).__name__}: {error}")
+            what = f"a batch of {len(item)} records was dropped" if isinstance(item, list) else "a health report was dropped"
+            self._summary.errors.append(f"{what}: consumer callback failed: {type(error).__name__}: {error}")
 
     def _worker_ended(self, w: int) -> None:
         loop = asyncio.get_running_loop()
@@ -280,9 +286,18 @@ class TrafficRunner:
             await loop.run_in_executor(None, proc.join, 5.0)
             if w not in self._reported:
                 self._summary.errors.append(f"traffic worker {w} ended without a summary (exit code {proc.exitcode})")
+        self._summary.issued = self.issued()
         self._queue.put_nowait(_END)
         if not self.finished.done():
             self.finished.set_result(self._summary)
+
+    def issued(self) -> dict[tuple[str, int], int]:
+        """Requests begun per (variant, epoch), over all workers (a dead one's as it last reported)."""
+        out: dict[tuple[str, int], int] = {}
+        for counts in self._issued.values():
+            for key, n in counts.items():
+                out[key] = out.get(key, 0) + n
+        return out
 
     async def _kill_all(self) -> None:
         for proc in self._procs:

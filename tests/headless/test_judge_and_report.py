@@ -34,8 +34,25 @@ def _final(records: list[RequestRecord], end: float, saturated: tuple[int, ...] 
     return agg.snapshot(end, finished=True)
 
 
-def _session(records: list[RequestRecord]) -> Any:
-    return SimpleNamespace(records=records, change_failures=[])
+def _session(records: list[RequestRecord], traffic_errors: tuple[str, ...] = ()) -> Any:
+    return SimpleNamespace(records=records, change_failures=[], traffic_errors=lambda: list(traffic_errors))
+
+
+def test_a_dead_worker_or_a_lost_request_is_exit_6_before_every_request_failing() -> None:
+    records = [_record(i, error="http_5xx", t=0.1 * i) for i in range(5)]
+    code, reason = judge(_session(records, ("traffic worker 1 ended without a summary (exit code -9)",)),
+                         _final(records, 1.0), interrupted=False)
+    assert code == ExitCode.MEASUREMENT_INCOMPLETE and "traffic worker 1" in reason
+    ok = [_record(i, t=float(i)) for i in range(3)]
+    agg = Aggregator(["k2"], ["qa"])
+    agg.add_records(ok)
+    agg.set_planned({("k2", 1): 5})
+    final = agg.snapshot(3.0, finished=True)
+    (epoch,) = final.epochs["k2"]
+    assert epoch.accounting.as_dict() == {"planned": 5, "completed": 3, "errored": 0, "warmup": 0,
+                                          "in_transition": 0, "lost": 2}
+    code, reason = judge(_session(ok), final, interrupted=False)
+    assert code == ExitCode.MEASUREMENT_INCOMPLETE and reason == "requests begun but never recorded: k2 2"
 
 
 def test_all_failed_is_exit_4_with_the_first_message() -> None:

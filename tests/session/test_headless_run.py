@@ -187,10 +187,10 @@ def test_ctrl_c_mid_run_exits_130_with_a_partial_report_and_a_replayable_recordi
         cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
-    seen = 0
-    while seen < 4 and time.monotonic() < deadline:  # a few progress lines, then Ctrl-C
-        if proc.stdout.readline().startswith("t="):
-            seen += 1
+    while time.monotonic() < deadline:  # Ctrl-C once a request after warm-up has finished
+        line = proc.stdout.readline()
+        if not line or (line.startswith("t=") and " done 0 " not in line):
+            break
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.INTERRUPTED, stdout + stderr
@@ -222,3 +222,45 @@ def test_api_key_protects_launched_servers_and_never_reaches_reports_or_recordin
     missing = run_cli(["run", "smoke", "--lab", str(lab)], cwd=workdir, env={"SPECLAB_TEST_KEY": ""}, timeout=30)
     assert missing.returncode == ExitCode.BAD_INPUT
     assert "SPECLAB_TEST_KEY is not set" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_killed_traffic_worker_exits_6_and_the_accounting_says_what_was_lost(workdir: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    report_dir, rec_dir = workdir / "r", workdir / "rec"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "speclab.cli.main", "run", "mixed", "--variants", "baseline", "--duration", "10",
+         "--workers", "2", "--report", str(report_dir), "--record", str(rec_dir)],
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # traffic is flowing once a progress line is out
+        line = proc.stdout.readline()
+        if line.startswith("t=") or not line:
+            break
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+               if any("spawn_main" in part for part in p.cmdline())]
+    assert len(workers) == 2, [p.cmdline() for p in workers]
+    os.kill(workers[0].pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == ExitCode.MEASUREMENT_INCOMPLETE, stdout + stderr
+    assert "exit 6 (measurement_incomplete): traffic worker" in stdout
+    report = read_report(report_dir)
+    assert report["exit"]["code"] == 6 and report["measurement"]["incomplete"]
+    (epoch,) = report["variants"]["baseline"]["epochs"]
+    a = epoch["accounting"]
+    assert a["planned"] == a["completed"] + a["errored"] + a["warmup"] + a["in_transition"] + a["lost"]
+    assert a["lost"] >= 0 and a["completed"] > 0
+    assert "measurement incomplete" in (report_dir / "report.md").read_text()
+    # The recording keeps the verdict's grounds: its replayed report says the same.
+    out = run_cli(["replay", str(rec_dir), "--report", str(workdir / "replayed")], cwd=workdir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    replayed = read_report(workdir / "replayed")
+    assert replayed["measurement"]["incomplete"] == report["measurement"]["incomplete"]
+    assert replayed["variants"]["baseline"]["epochs"][0]["accounting"] == a
