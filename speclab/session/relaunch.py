@@ -150,6 +150,8 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
                                         f"{book.label(variant, before)} ends here",
                                 data={"from_epoch": before, "to_epoch": before + 1, "requested": dict(changes)}))
         old_url = session.servers_running[variant].base_url
+        if session.runner is not None:
+            await session.runner.hold(variant)  # closed-loop slots wait for the new server
         await session.scrape_once(variant)  # the old server's last counts, before it stops
         try:
             done = await manager.relaunch(variant, changes)

@@ -91,6 +91,7 @@ class TrafficEngine:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._changes: list[asyncio.Event] = []
+        self._held: dict[str, asyncio.Event] = {}  # variant -> set when its relaunched server answers
         self._version = 0
         self._rate_override: float | None = None
         self._conc_override: int | None = None
@@ -192,7 +193,17 @@ class TrafficEngine:
         if target.variant not in self._current:
             raise ValueError(f"set_target: no variant {target.variant!r} in this run")
         self._current[target.variant] = target
+        released = self._held.pop(target.variant, None)
+        if released is not None:
+            released.set()
 
+    def hold(self, variant: str) -> None:
+        """Hold a variant's closed-loop slots while its server relaunches (``set_target`` releases
+        them): a slot would otherwise resend the moment each connect to the stopped server fails.
+        Open-loop traffic keeps its schedule; what fails meanwhile belongs to the transition."""
+        if variant not in self._current:
+            raise ValueError(f"hold: no variant {variant!r} in this run")
+        self._held.setdefault(variant, asyncio.Event())
     def stop(self, drain_timeout: float, at: float | None = None) -> None:
         at = self.now() if at is None else at
         self._stopping = True
@@ -201,6 +212,8 @@ class TrafficEngine:
             self._drain_deadline = deadline
         self._resumed.set()
         self._origin_set.set()
+        for released in self._held.values():
+            released.set()
         self._changed()
 
     def _changed(self) -> None:
@@ -406,6 +419,11 @@ class TrafficEngine:
             if self._paused:
                 await self._resumed.wait()
                 intended = max(intended, self._last_resume)
+            released = self._held.get(target.variant)
+            if released is not None and not released.is_set():
+                await released.wait()  # the slot frees again when the new server answers
+                intended = max(intended, self.now())
+                continue
             tau = self.active_at(self.now())
             if self._ended(tau, counter) or k >= self._desired(tau):
                 self._changed()  # wake the supervisor: it may be done too

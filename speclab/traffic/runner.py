@@ -184,6 +184,12 @@ class TrafficRunner:
         self.targets[target.variant] = target
         self._broadcast(("set_target", target))
 
+    async def hold(self, variant: str) -> None:
+        """Every worker holds the variant's closed-loop slots until the next ``set_target``."""
+        if variant not in self.targets:
+            raise InputError(f"hold: no variant {variant!r} in this run")
+        self._broadcast(("hold", variant))
+
     async def stop(self, drain_timeout: float) -> TrafficSummary:
         """Stop sending; drain in-flight requests up to ``drain_timeout``, then cancel them."""
         self._summary.stopped_early = True

@@ -136,6 +136,8 @@ def _dispatch(engine: TrafficEngine, message: tuple[Any, ...], phase_future: Any
         engine.set_concurrency(message[1], message[2])
     elif kind == "set_target":
         engine.set_target(message[1])
+    elif kind == "hold":
+        engine.hold(message[1])
     elif kind == "stop":
         engine.stop(message[1], message[2])
         for phase in range(len(engine.targets)):

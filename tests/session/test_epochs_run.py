@@ -126,3 +126,19 @@ def test_a_relaunch_that_never_answers_keeps_its_transition_open_and_exits_3_aft
     (only,) = report["variants"]["k4"]["epochs"]
     assert only["end_s"] == moved["start_s"] and only["classes"]["all"]["errors"] == {}
     assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["requests"] > 0, "the rest was measured"
+
+
+@pytest.mark.timeout(240)
+def test_a_closed_loop_relaunch_holds_the_variant_instead_of_flooding_connect_errors(workdir: Path) -> None:
+    """Closed loop, a slot resends the moment its request ends: against a stopped server that was a
+    connect error every few milliseconds (947 in a 6.6 s transition here). The slots now wait."""
+    report_dir = workdir / "report"
+    out = run_cli(["run", "smoke", "--variants", "baseline,k4", "--duration", "12", "--concurrency", "4",
+                   "--change", "4:k4:num_speculative_tokens=6", "--report", str(report_dir)], cwd=workdir, timeout=200)
+    assert out.returncode in (ExitCode.OK, ExitCode.MEASUREMENT_INVALID), out.stdout + out.stderr
+    report = read_report(report_dir)
+    (moved,) = report["transitions"]
+    assert moved["end_s"] is not None and moved["errors"] <= 4, moved  # at most the slots in flight
+    first, second = report["variants"]["k4"]["epochs"]
+    assert second["accounting"]["completed"] > 0 and second["accounting"]["lost"] == 0
+    assert first["accounting"]["in_transition"] == moved["requests"] <= 8
