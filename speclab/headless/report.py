@@ -27,22 +27,11 @@ from speclab.model.snapshot import (
     EpochStats,
     Percentiles,
     Snapshot,
+    SplitRow,
 )
 from speclab.session.api import ServerView, SessionInfo
 
 REPORT_SCHEMA = "speclab.report/1"
-
-# Metrics shown in the latency-split table, in the order time is spent.
-SPLIT_METRICS = (
-    Metric.SCHEDULE_LAG,
-    Metric.SERVER_QUEUE,
-    Metric.SERVER_PREFILL,
-    Metric.SERVER_DECODE,
-    Metric.TTFT_CORRECTED,
-    Metric.TPOT,
-    Metric.E2E_CORRECTED,
-)
-
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else round(value / 1000.0, 3)
@@ -60,6 +49,18 @@ def percentiles_dict(p: Percentiles) -> dict[str, Any]:
     }
 
 
+SPLIT_PARTS = ("schedule_lag", "server_queue", "server_prefill", "server_decode", "client_transport")
+
+
+def split_dict(row: SplitRow | None) -> dict[str, Any] | None:
+    """One composition in ms: the parts and the remainder add up to ``e2e_corrected_ms``."""
+    if row is None:
+        return None
+    parts = dict(zip(SPLIT_PARTS, (_ms(v) for v in row.parts), strict=True))
+    return {"requests": row.requests, "timed": row.timed, **{f"{k}_ms": v for k, v in parts.items()},
+            "e2e_corrected_ms": _ms(row.e2e_corrected)}
+
+
 def class_dict(stats: ClassStats) -> dict[str, Any]:
     acc = stats.acceptance
     return {
@@ -72,6 +73,7 @@ def class_dict(stats: ClassStats) -> dict[str, Any]:
         },
         "latency": {name: percentiles_dict(p) for name, p in stats.latency.items()},
         "timing_source": stats.timing_source,
+        "split": {"p50": split_dict(stats.split_p50), "tail": split_dict(stats.split_tail)},
         "acceptance": {
             "source": acc.source,
             "requests": acc.requests,
@@ -312,18 +314,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 parts = " · ".join(f"k={r['k']}: {_fmt(r['acceptance_length'], '.2f')} ({r['steps']})" for r in rows)
                 lines.append(f"- {vname} / {cname}: {parts}")
     lines.append("")
-    lines.append("## Latency split, p50 / p99 ms (where the time goes)")
-    lines.append("")
-    header = " | ".join(m.value for m in SPLIT_METRICS)
-    lines.append(f"| variant | class | {header} |")
-    lines.append("|---|---|" + "---|" * len(SPLIT_METRICS))
-    for vname, v in epoch_rows(report):
-        for cname, c in v["classes"].items():
-            cells = []
-            for m in SPLIT_METRICS:
-                p = c["latency"].get(m.value, {})
-                cells.append(f"{_fmt(p.get('p50_ms'))} / {_fmt(p.get('p99_ms'))}")
-            lines.append(f"| {vname} | {cname} | " + " | ".join(cells) + " |")
+    lines += _split_markdown(report)
     lines.append("")
     lines.append("## Throughput and errors")
     lines.append("")
@@ -376,6 +367,26 @@ def render_markdown(report: dict[str, Any]) -> str:
         for e in events:
             lines.append(f"- t={e['t']:.1f}s {e['kind']}{' [' + e['variant'] + ']' if e.get('variant') else ''}: {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def _split_markdown(report: dict[str, Any]) -> list[str]:
+    """Where the time goes, ms: the mean composition of the requests at the corrected-e2e p50, and of
+    those at or above its p99; the parts and the client + transport remainder add up to the e2e."""
+    lines = ["## Where the time goes, ms (parts + client + transport = corrected e2e of the same requests)", "",
+             "| variant | class | requests at | n | schedule lag | server queue | prefill | decode "
+             "| client + transport | = e2e corrected | e2e p50 / p99 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for vname, v in epoch_rows(report):
+        for cname, c in v["classes"].items():
+            e2e = c["latency"].get(Metric.E2E_CORRECTED.value, {})
+            beside = f"{_fmt(e2e.get('p50_ms'))} / {_fmt(e2e.get('p99_ms'))}"
+            for at, key in (("p50", "p50"), ("≥ p99", "tail")):
+                row = (c.get("split") or {}).get(key)
+                if row is None:
+                    continue
+                parts = " | ".join(_fmt(row[f"{k}_ms"]) for k in SPLIT_PARTS)
+                lines.append(f"| {vname} | {cname} | {at} | {row['requests']} | {parts} "
+                             f"| {_fmt(row['e2e_corrected_ms'])} | {beside} |")
+    return lines
 
 
 def _accounting_markdown(report: dict[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from speclab.model.names import CountSource, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
 
+from . import split as split_sums
 from .hdr import LatencyHistogram, merged_percentiles
 
 
@@ -65,6 +66,7 @@ class Counts:
     structured_total: int = 0
     structured_failed: int = 0
     timed_exact: int = 0
+    split: split_sums.Sums = field(default_factory=dict)
 
     def add_record(self, record: RequestRecord) -> None:
         if not record.ok:
@@ -73,6 +75,7 @@ class Counts:
             return
         self.requests += 1
         self.output_tokens += record.output_tokens
+        split_sums.add_record(self.split, record)
         spec = record.spec
         if spec.steps or spec.source != CountSource.NONE.value:
             self.spec_requests += 1
@@ -115,6 +118,7 @@ class Counts:
         self.structured_total += other.structured_total
         self.structured_failed += other.structured_failed
         self.timed_exact += other.timed_exact
+        split_sums.merge(self.split, other.split)
 
     def copy(self) -> Counts:
         out = Counts()
@@ -218,6 +222,8 @@ def percentiles_by_metric(hist_groups: Iterable[dict[str, LatencyHistogram]]) ->
 
 def class_stats(counts: Counts, latency: dict[str, Percentiles], window_s: float, timing_fallback: str) -> ClassStats:
     timing = CountSource.EXACT.value if counts.timed_exact else timing_fallback
+    e2e = latency.get(Metric.E2E_CORRECTED.value)
+    mid, tail = split_sums.split_at(counts.split, e2e.p50 if e2e else None, e2e.p99 if e2e else None)
     return ClassStats(
         requests=counts.requests,
         errors=dict(counts.errors),
@@ -228,4 +234,6 @@ def class_stats(counts: Counts, latency: dict[str, Percentiles], window_s: float
         structured_failed=counts.structured_failed,
         timing_source=timing,
         window_s=window_s,
+        split_p50=mid,
+        split_tail=tail,
     )

@@ -97,6 +97,26 @@ class AcceptanceStats:
 
 
 @dataclass(frozen=True, slots=True)
+class SplitRow:
+    """The mean composition of a group of requests (µs): the parts plus ``remainder`` (client +
+    transport) equal their mean ``e2e_corrected`` exactly. ``timed`` of ``requests`` had server
+    timings; the others' server time is inside the remainder."""
+
+    requests: int
+    timed: int
+    schedule_lag: float
+    server_queue: float
+    server_prefill: float
+    server_decode: float
+    remainder: float
+    e2e_corrected: float
+
+    @property
+    def parts(self) -> tuple[float, ...]:
+        return (self.schedule_lag, self.server_queue, self.server_prefill, self.server_decode, self.remainder)
+
+
+@dataclass(frozen=True, slots=True)
 class ClassStats:
     """Everything measured for one (variant, class) — or the variant's "all" row — over a window."""
 
@@ -109,6 +129,8 @@ class ClassStats:
     structured_failed: int = 0
     timing_source: str = "none"  # CountSource of server_queue/prefill/decode
     window_s: float = 0.0
+    split_p50: SplitRow | None = None  # where the time goes for the requests at the e2e_corrected p50
+    split_tail: SplitRow | None = None  # ... and for those at or above its p99
 
     @property
     def structured_failure_rate(self) -> float | None:

@@ -26,6 +26,7 @@ from speclab.model.snapshot import (
     IntervalStats,
     Percentiles,
     Snapshot,
+    SplitRow,
     VariantStats,
 )
 from speclab.session.api import ServerView, SessionInfo
@@ -97,6 +98,13 @@ def class_stats(
         Metric.TPOT.value: percentiles(decode_us / out_tokens, requests, tail),
     }
     tokens = requests * out_tokens
+    client_us = 2500.0
+    mid = SplitRow(max(1, requests // 10), max(1, requests // 10), lag_us, queue_us, prefill_us,
+                   decode_us - client_us, client_us, e2e_us + lag_us)
+    slow_queue = queue_us * (4 if variant == "k4" and cls == "tool_call" else 1.5)
+    tail_row = SplitRow(max(1, requests // 100), max(1, requests // 100), lag_us * 1.3, slow_queue, prefill_us * tail,
+                        decode_us * tail - client_us, client_us * 1.2,
+                        lag_us * 1.3 + slow_queue + prefill_us * tail + decode_us * tail + client_us * 0.2)
     structured = requests if cls == "tool_call" else 0
     failed = {"baseline": 0, "k2": 0, "k4": 1}[variant] if structured and requests >= 8 else 0
     return ClassStats(
@@ -109,6 +117,8 @@ def class_stats(
         structured_failed=failed,
         timing_source="exact",
         window_s=window_s,
+        split_p50=mid if requests else None,
+        split_tail=tail_row if requests else None,
     )
 
 
@@ -135,6 +145,8 @@ def _total(classes: dict[str, ClassStats], window_s: float, variant: str, drift:
         errors=errors,
         output_tokens=sum(c.output_tokens for c in classes.values()),
         latency=total.latency,
+        split_p50=total.split_p50,
+        split_tail=total.split_tail,
         acceptance=merged,
         structured_total=sum(c.structured_total for c in classes.values()),
         structured_failed=sum(c.structured_failed for c in classes.values()),

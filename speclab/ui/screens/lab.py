@@ -82,7 +82,8 @@ class LabScreen(Screen[None]):
         Binding("v", "next_variant", "Variant", tooltip="Select the next variant"),
         Binding("p", "next_class", "Class", tooltip="Select the next prompt class (or all)"),
         Binding("o", "cycle_layout", "Layout", tooltip="Spectra: variants overlaid, side by side, or selected only"),
-        Binding("m", "toggle_stat", "p50/mean", show=False, tooltip="Time breakdown by p50 or mean"),
+        Binding("m", "toggle_stat", "p50/tail", show=False,
+                tooltip="Where the time goes: requests at the p50, or the tail at or above the p99"),
         Binding("1", "show_tab('latency')", "Latency", show=False, tooltip="Latency spectra and time breakdown"),
         Binding("2", "show_tab('acceptance')", "Acceptance", show=False, tooltip="Acceptance per class and variant"),
         Binding("3", "show_tab('series')", "Time series", show=False, tooltip="Throughput, rejection, p99 over time"),
@@ -207,12 +208,14 @@ class LabScreen(Screen[None]):
         rows = []
         for cls in (*info.classes, ALL_CLASSES):
             stats = self._class_stats(view.variant, cls)
-            if stats is not None:
-                rows.append(breakdown_row(cls, stats, view.stat))
+            row = breakdown_row(cls, stats, view.stat) if stats is not None else None
+            if row is not None:
+                rows.append(row)
         total = self._class_stats(view.variant, ALL_CLASSES)
         timing = SOURCE_LABEL.get(total.timing_source if total else "none", "no source")
+        at = "requests at e2e p50" if view.stat == "p50" else "requests at or above e2e p99"
         self.query_one(Breakdown).show(
-            f"where the time goes · {self._label(view.variant)} · {view.stat} of each part (m)",
+            f"where the time goes · {self._label(view.variant)} · {at} (m)",
             f"server timing: {timing}{sim}",
             rows,
         )
@@ -270,7 +273,7 @@ class LabScreen(Screen[None]):
         self.refresh_view()
 
     def action_toggle_stat(self) -> None:
-        self.view.stat = "mean" if self.view.stat == "p50" else "p50"
+        self.view.stat = "tail" if self.view.stat == "p50" else "p50"
         self.refresh_view()
 
     def action_show_tab(self, tab: str) -> None:

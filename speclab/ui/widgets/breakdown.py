@@ -1,9 +1,10 @@
-"""Where the time goes, per prompt class: schedule lag, server queue, prefill and decode as one bar.
+"""Where the time goes, per prompt class: schedule lag, server queue, prefill, decode and the client
++ transport remainder, as one bar drawn to absolute time.
 
-Each bar is one class's time split 100% across the parts (classes differ by orders of magnitude,
-so shares are what compare); the total is printed beside it. The parts are each component's own
-p50 (or mean), so the total is their sum, not a measured percentile; the label says which
-statistic it is and where the server timings came from.
+The parts are the mean composition of the same requests (``metrics/split.py``): those at the
+class's corrected-e2e p50, or its tail (at or above the p99), so they add up to those requests'
+corrected e2e, printed beside the bar. Every bar shares one time scale, so a longer bar is a slower
+class and the slow part shows as a long segment.
 """
 
 from __future__ import annotations
@@ -14,61 +15,56 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-from speclab.model.names import Metric
 from speclab.model.snapshot import ClassStats
 from speclab.ui import fmt
 
-PARTS: tuple[tuple[Metric, str, str], ...] = (
-    (Metric.SCHEDULE_LAG, "schedule lag", "yellow"),
-    (Metric.SERVER_QUEUE, "server queue", "red"),
-    (Metric.SERVER_PREFILL, "prefill", "dodger_blue2"),
-    (Metric.SERVER_DECODE, "decode", "green3"),
+PARTS: tuple[tuple[str, str], ...] = (
+    ("schedule lag", "yellow"),
+    ("server queue", "red"),
+    ("prefill", "dodger_blue2"),
+    ("decode", "green3"),
+    ("client + transport", "grey50"),
 )
+STATS = ("p50", "tail")
 
 
 @dataclass(frozen=True, slots=True)
 class BreakdownRow:
     name: str
-    parts: tuple[float | None, ...]  # aligned with PARTS, µs
-
-    @property
-    def total(self) -> float:
-        return sum(p for p in self.parts if p is not None)
+    parts: tuple[float, ...]  # aligned with PARTS, µs; they add up to ``total``
+    total: float  # the mean corrected e2e of the same requests
+    requests: int = 0
 
 
-def breakdown_row(name: str, stats: ClassStats, stat: str) -> BreakdownRow:
-    values: list[float | None] = []
-    for metric, _, _ in PARTS:
-        pct = stats.latency.get(metric.value)
-        if pct is None or not pct.count:
-            values.append(None)
-        else:
-            values.append(pct.mean if stat == "mean" else pct.p50)
-    return BreakdownRow(name, tuple(values))
+def breakdown_row(name: str, stats: ClassStats, stat: str) -> BreakdownRow | None:
+    split = stats.split_tail if stat == "tail" else stats.split_p50
+    if split is None:
+        return None
+    return BreakdownRow(name, split.parts, split.e2e_corrected, split.requests)
 
 
 def render_breakdown(rows: list[BreakdownRow], width: int) -> Text:
     out = Text(no_wrap=True, overflow="ellipsis")
-    for i, (_, label, color) in enumerate(PARTS):
+    for i, (label, color) in enumerate(PARTS):
         out.append("■ ", style=color)
-        out.append(label + ("   " if i < len(PARTS) - 1 else ""))
-    if not rows or all(r.total == 0 for r in rows):
+        out.append(label + ("  " if i < len(PARTS) - 1 else ""))
+    if not rows:
         out.append("\nno requests yet", style="dim")
         return out
     name_w = min(18, max(len(r.name) for r in rows) + 1)
-    value_w = 9
+    value_w = 10
     bar_w = max(4, width - name_w - value_w - 1)
+    scale = max(r.total for r in rows) or 1.0
     for row in rows:
         out.append("\n" + row.name[: name_w - 1].ljust(name_w))
-        used = 0
-        length = bar_w if row.total else 0
-        acc = 0.0
-        for value, (_, _, color) in zip(row.parts, PARTS, strict=True):
-            if value is None:
+        used, acc = 0, 0.0
+        length = round(row.total / scale * bar_w)
+        for value, (_, color) in zip(row.parts, PARTS, strict=True):
+            if value <= 0:
                 continue
             acc += value
-            end = round(acc / row.total * length) if row.total else 0
-            cells = max(end - used, 1 if value > 0 and end - used == 0 and used < length else 0)
+            end = min(length, round(acc / scale * bar_w))
+            cells = max(end - used, 1 if end - used == 0 and used < length else 0)
             out.append("█" * cells, style=color)
             used += cells
         out.append(" " * max(0, bar_w - used + 1))
