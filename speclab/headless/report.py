@@ -384,6 +384,8 @@ def _split_markdown(report: dict[str, Any]) -> list[str]:
                 if row is None:
                     continue
                 parts = " | ".join(_fmt(row[f"{k}_ms"]) for k in SPLIT_PARTS)
+                if row["timed"] < row["requests"]:  # the untimed requests' server time is in the remainder
+                    parts += f" (server time of {row['requests'] - row['timed']} untimed inside)"
                 lines.append(f"| {vname} | {cname} | {at} | {row['requests']} | {parts} "
                              f"| {_fmt(row['e2e_corrected_ms'])} | {beside} |")
     return lines

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from speclab.model.names import PROM_QUEUE_TIME, CountSource
+from speclab.model.names import CountSource
 from speclab.model.records import Event, RequestRecord, ServerSample
 from speclab.model.snapshot import (
     ALL_CLASSES,
@@ -48,6 +48,7 @@ from .cumulative import CumulativeView
 from .epochs import EpochBook
 from .hdr import EncodedHistogram
 from .hlog import make_tag
+from .server_timing import ServerTiming
 
 Key = tuple[str, int, str]  # (variant, epoch, class)
 EpochKey = tuple[str, int]  # (variant, epoch)
@@ -116,7 +117,7 @@ class Aggregator:
         self._ab = ABTracker(self.book, self._pool, interval_s)
         self._last: dict[str, VariantStats] = {}
         self._servers: dict[str, ServerSample] = {}
-        self._server_timing: set[str] = set()
+        self._server_timing = ServerTiming()
         self._events: list[Event] = []
         self._closed_since: list[IntervalStats] = []
         self._recorded: dict[EpochKey, int] = {}  # every record, by the epoch it was sent to
@@ -174,9 +175,8 @@ class Aggregator:
     def add_server_sample(self, sample: ServerSample) -> None:
         self._know(sample.variant, None)
         self._servers[sample.variant] = sample
-        queue = sample.histograms.get(PROM_QUEUE_TIME)
-        if sample.up and queue and queue.get("count"):
-            self._server_timing.add(sample.variant)
+        if sample.up:  # counted in the epoch the server ran (during a transition, the ending one)
+            self._server_timing.add((sample.variant, self.book.current(sample.variant)), sample.histograms)
 
     def add_event(self, event: Event) -> None:
         self._events.append(event)
@@ -239,6 +239,8 @@ class Aggregator:
             warmup[variant] = warmup.get(variant, 0) + cell.counts.requests + sum(cell.counts.errors.values())
         measured = self._newest(self._stats(list(interval.measured.items()), window))
         self._closed_since.append(IntervalStats(index, start_s, end_s, measured, warmup))
+        if self.retain_intervals is not None and len(self._closed_since) > self.retain_intervals:
+            del self._closed_since[0]  # nobody took snapshots for that long: retention's horizon
         self._closed.append(closed)
         self._next_close = index + 1
         live: dict[Key, CellParts] = {key: (cell.counts, cell.hists) for key, cell in interval.measured.items()}
@@ -288,7 +290,7 @@ class Aggregator:
         intervals, self._closed_since = tuple(self._closed_since), []
         self._snapshots += 1
         by_epoch = self._cumulative.stats(self._epoch_keys(), self.classes, now, finished, self._ended,
-                                          self._fallback, self._variant_stats)
+                                          self._server_timing.latency, self._variant_stats)
         epochs = {
             variant: tuple(
                 EpochStats(info, stats, self.accounting(variant, info.epoch, stats.total))
@@ -413,7 +415,8 @@ class Aggregator:
             self.classes.append(prompt_class)
 
     def _fallback(self, variant: str) -> str:
-        return CountSource.SERVER.value if variant in self._server_timing else CountSource.NONE.value
+        """Windows and intervals have no server histograms of their own: per-request timing or none."""
+        return CountSource.NONE.value
 
     def _epoch_keys(self, extra: Iterable[EpochKey] = ()) -> list[EpochKey]:
         """Every (variant, epoch) the book knows, plus ``extra``, in variant then epoch order."""

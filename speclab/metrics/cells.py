@@ -221,7 +221,12 @@ def percentiles_by_metric(hist_groups: Iterable[dict[str, LatencyHistogram]]) ->
 
 
 def class_stats(counts: Counts, latency: dict[str, Percentiles], window_s: float, timing_fallback: str) -> ClassStats:
-    timing = CountSource.EXACT.value if counts.timed_exact else timing_fallback
+    if counts.timed_exact and counts.timed_exact >= counts.requests:
+        timing = CountSource.EXACT.value
+    elif counts.timed_exact:
+        timing = CountSource.MIXED.value
+    else:
+        timing = timing_fallback
     e2e = latency.get(Metric.E2E_CORRECTED.value)
     mid, tail = split_sums.split_at(counts.split, e2e.p50 if e2e else None, e2e.p99 if e2e else None)
     return ClassStats(

@@ -52,7 +52,7 @@ class CumulativeView:
         now: float,
         finished: bool,
         ended: Callable[[EpochKey], bool],
-        timing: Callable[[str], str],
+        server: Callable[[EpochKey], dict[str, Percentiles]],
         build: Callable[[EpochKey, dict[str, ClassStats]], VariantStats],
     ) -> dict[EpochKey, VariantStats]:
         """``VariantStats`` for each key; ``ended(key)`` says whether that epoch is over."""
@@ -76,6 +76,11 @@ class CumulativeView:
             if latency_all is None:
                 groups = [c.hists for k, c in self._cells.items() if (k[0], k[1]) == epoch_key]
                 latency_all = self._all_cache[epoch_key] = percentiles_by_metric(groups)
-            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, timing(variant))
+            fallback = CountSource.NONE.value
+            if not total.timed_exact:  # no per-request timing: the server's /metrics histograms, if any
+                measured = server(epoch_key)
+                if measured:
+                    latency_all, fallback = {**latency_all, **measured}, CountSource.SERVER.value
+            rows[ALL_CLASSES] = class_stats(total, latency_all, window_s, fallback)
             out[epoch_key] = build(epoch_key, rows)
         return out

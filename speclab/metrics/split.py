@@ -17,8 +17,9 @@ from speclab.model.snapshot import SplitRow
 
 RATIO = 1.02
 _LOG = math.log(RATIO)
-# Per bucket: [requests, requests with server timing, schedule lag, queue, prefill, decode, e2e] (µs sums)
-Sums = dict[int, list[float]]
+# Per bucket: [requests, requests with server timing, schedule lag, queue, prefill, decode, e2e], sums
+# of whole µs: integers add up the same in any order, so a live run and its replay agree exactly.
+Sums = dict[int, list[int]]
 _WIDTH = 7
 
 
@@ -30,15 +31,15 @@ def add_record(sums: Sums, record: RequestRecord) -> None:
     e2e, lag = record.e2e_corrected, record.schedule_lag
     if e2e is None or lag is None:
         return
-    e2e_us = e2e * 1e6
-    row = sums.setdefault(bucket_of(e2e_us), [0.0] * _WIDTH)
+    e2e_us = round(e2e * 1e6)
+    row = sums.setdefault(bucket_of(e2e_us), [0] * _WIDTH)
     row[0] += 1
     server = (record.server_queue_ms, record.server_prefill_ms, record.server_decode_ms)
     if any(v is not None for v in server):
         row[1] += 1
-    row[2] += lag * 1e6
+    row[2] += round(lag * 1e6)
     for i, ms in enumerate(server):
-        row[3 + i] += (ms or 0.0) * 1000.0
+        row[3 + i] += round((ms or 0.0) * 1000.0)
     row[6] += e2e_us
 
 
@@ -52,7 +53,7 @@ def merge(into: Sums, other: Sums) -> None:
                 mine[i] += v
 
 
-def _row(rows: list[list[float]]) -> SplitRow | None:
+def _row(rows: list[list[int]]) -> SplitRow | None:
     total = [sum(r[i] for r in rows) for i in range(_WIDTH)]
     n = total[0]
     if not n:

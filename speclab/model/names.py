@@ -47,7 +47,8 @@ class CountSource(str, Enum):
 
     EXACT = "exact"  # the response's per-request metrics
     ESTIMATED = "estimated"  # tokens per streamed chunk (chunks can merge)
-    SERVER = "server"  # /metrics deltas, aggregate only
+    SERVER = "server_metrics"  # /metrics histogram deltas: aggregate only, bucket resolution
+    MIXED = "mixed"  # some requests had per-request timing, some did not
     NONE = "none"
 
 

@@ -271,7 +271,9 @@ def test_snapshot_carries_servers_events_health_and_timing_sources() -> None:
     assert snap.saturated_intervals == (0, 4)
     assert snap.health.saturated and not snap.simulated
     assert snap.cumulative["k3"].total.timing_source == "exact"
-    assert snap.cumulative["base"].total.timing_source == "server"
+    assert snap.cumulative["base"].total.timing_source == "server_metrics"
+    # One queue time in the 0..0.3 s bucket: the median's estimate is its middle, at bucket resolution.
+    assert snap.cumulative["base"].total.latency[Metric.SERVER_QUEUE.value].p50 == pytest.approx(150_000)
     assert snap.cumulative["base"].classes["tool"].timing_source == "none"
     assert snap.cumulative["k3"].total.latency[Metric.SERVER_QUEUE.value].p50 == pytest.approx(2000, rel=0.01)
 
@@ -305,3 +307,18 @@ def test_saturation_marks_the_interval_the_report_covers() -> None:
     assert agg.snapshot(2.5).saturated_intervals == (1,)
     agg.set_health(ClientHealth(saturated=True))
     assert agg.snapshot(2.6).saturated_intervals == (1, 2)
+
+
+def test_server_timing_from_metrics_histograms_reads_like_histogram_quantile_and_mixed_sources_say_so() -> None:
+    from speclab.metrics.server_timing import ServerHistogram
+
+    hist = ServerHistogram()
+    hist.add({"buckets": [(0.01, 50.0), (0.05, 40.0), (0.1, 10.0), (math.inf, 0.0)], "sum": 2.0, "count": 100.0})
+    pct = hist.percentiles()
+    assert pct.count == 100 and pct.mean == pytest.approx(20_000)
+    assert pct.p50 == pytest.approx(10_000) and pct.p90 == pytest.approx(50_000)
+    assert pct.p99 == pytest.approx(95_000)  # 9 of the 10 in (0.05, 0.1]: linear inside the bucket
+    agg = Aggregator(V, C)
+    agg.add_records([rec(1, 0.2, server=True), rec(2, 0.3, server=False)])
+    snap = agg.snapshot(1.0, finished=True)
+    assert snap.cumulative["k3"].total.timing_source == "mixed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import RequestRecord
@@ -138,28 +139,57 @@ def test_run_drives_the_vllm_path_end_to_end_through_a_fake_vllm(workdir: Path) 
     assert report["variants"]["k2"]["epochs"][0]["classes"]["all"]["acceptance"]["source"] == "exact"
 
 
-def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
+def _start_sim(*flags: str) -> tuple[Any, int]:
     import subprocess
     import sys
     import time
+    import urllib.request
 
     from speclab.servers.process import free_port
 
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "speclab.sim", "sim-8b", "--host", "127.0.0.1", "--port",
-                               str(port), "--enable-per-request-metrics"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    try:
-        import urllib.request
+                               str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90  # a loaded host starts a simulator slowly
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            return server, port
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.terminate()
+                server.wait(timeout=10)
+                raise AssertionError("simulator did not start") from None
+            time.sleep(0.2)
 
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "simulator did not start"
-                time.sleep(0.2)
+
+def test_without_per_request_metrics_queue_prefill_decode_come_from_metrics_histograms(workdir: Path) -> None:
+    server, port = _start_sim()  # no --enable-per-request-metrics: responses carry no timing
+    try:
+        report_dir = workdir / "r"
+        out = run_cli(["run", "smoke", "--attach", f"bare=http://127.0.0.1:{port}", "--requests", "12",
+                       "--report", str(report_dir)], cwd=workdir)
+        assert_measured(out)
+        (epoch,) = read_report(report_dir)["variants"]["bare"]["epochs"]
+        everything = epoch["classes"]["all"]
+        assert everything["timing_source"] == "server_metrics"
+        for metric in ("server_queue", "server_prefill", "server_decode"):
+            lat = everything["latency"][metric]
+            assert lat["count"] >= 10 and lat["p50_ms"] is not None and lat["mean_ms"] > 0, metric
+        # Server-wide, with no prompt class: the per-class blocks have none, and say so.
+        for name, block in epoch["classes"].items():
+            if name != "all":
+                assert block["timing_source"] == "none" and "server_decode" not in block["latency"]
+        # The decode estimate is at bucket resolution, yet brackets what the clients saw: e2e > decode.
+        assert everything["latency"]["server_decode"]["p50_ms"] < everything["latency"]["e2e"]["max_ms"]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_attach_measures_a_server_speclab_did_not_launch(workdir: Path) -> None:
+    server, port = _start_sim("--enable-per-request-metrics")
+    try:
         report_dir = workdir / "r"
         out = run_cli(["run", "smoke", "--attach", f"mine=http://127.0.0.1:{port}", "--requests", "6",
                        "--report", str(report_dir)], cwd=workdir)

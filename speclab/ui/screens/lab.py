@@ -53,7 +53,8 @@ CONTROL_ACTIONS = {"set_rate", "set_concurrency", "relaunch"}
 REPLAY_ACTIONS = {"replay_speed", "replay_seek"}
 SOURCE_LABEL = {
     "exact": "exact per-request",
-    "server": "server /metrics, aggregate",
+    "server_metrics": "server /metrics, all classes, bucket estimates",
+    "mixed": "mixed: per-request where given",
     "estimated": "estimated",
     "none": "no source",
 }
