@@ -439,3 +439,37 @@ async def test_relaunch_dialog_explains_a_bad_schedule_or_a_missing_synthetic_le
         await pilot.press("escape")
         await controls_done(pilot, app)
         assert source.calls == []
+
+
+async def test_acceptance_columns_widen_with_their_values() -> None:
+    """A count that grows from 307 to 3070 is shown whole, not cut to its first value's width."""
+    from dataclasses import replace
+
+    from textual.app import App, ComposeResult
+
+    from speclab.ui.widgets.acceptance import AcceptanceTable
+    from tests.ui.fakes import VARIANTS, build_snapshots
+
+    base = build_snapshots(1)[-1]
+
+    def with_requests(n: int) -> Snapshot:
+        epochs = {v: tuple(replace(e, stats=replace(e.stats, classes={
+            cls: replace(c, requests=n) for cls, c in e.stats.classes.items()})) for e in es)
+            for v, es in base.epochs.items()}
+        return replace(base, epochs=epochs)
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield AcceptanceTable(id="acc")
+
+    app = One()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(AcceptanceTable)
+        classes = tuple(c for c in base.cumulative[VARIANTS[0]].classes if c != "all")
+        table.show(with_requests(307), VARIANTS, classes)
+        await pilot.pause()
+        table.show(with_requests(3070), VARIANTS, classes)
+        await pilot.pause()
+        column = next(c for c in table.columns.values() if str(c.key.value) == "requests")
+        assert column.content_width >= len("3070")
+        assert "3070" in "".join(s.text for s in table.render_line(1))

@@ -86,7 +86,7 @@ class AcceptanceTable(DataTable[str | Text]):
             elif self._cache[key] != cells:
                 for (col, _), value, old in zip(COLUMNS[2:], cells, self._cache[key], strict=True):
                     if value != old:
-                        self.update_cell(key, col, value)
+                        self.update_cell(key, col, value, update_width=True)
             self._cache[key] = cells
 
 

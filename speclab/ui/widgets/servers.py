@@ -127,5 +127,5 @@ class MemoryTable(DataTable[str]):
                 self.add_row(*cells, key=name)
             elif cells != self._cache[name]:
                 for (col, _), value in zip(MEMORY_COLUMNS, cells, strict=True):
-                    self.update_cell(name, col, value)
+                    self.update_cell(name, col, value, update_width=True)
             self._cache[name] = cells
