@@ -125,7 +125,10 @@ class Aggregator:
         self._planned: dict[EpochKey, int] | None = None  # closed since the last snapshot
         self._snapshots = 0
         self._health = ClientHealth()
-        self._saturated: set[int] = set()
+        self._saturated: set[int] = set()  # intervals whose numbers a saturated client affected
+        self._saturated_sends: set[int] = set()  # intervals in which the client was saturated
+        self._finished_from: dict[int, set[int]] = {}  # send interval -> finish intervals of its requests
+        self._run_health = ClientHealth()
         self._now = 0.0
         self.late_records = 0
 
@@ -161,6 +164,7 @@ class Aggregator:
             key = (record.variant, epoch, record.prompt_class)
             finished_at = finish_time(record)
             index = self.interval_of(finished_at)
+            self._note_send(record, index)
             if not record.warmup:
                 self._cumulative.add(key, record, finished_at)
             if index < self._next_close:
@@ -200,11 +204,30 @@ class Aggregator:
         report covers, ``WorkerHealth.interval``), else the interval of the last tick. The recorder
         keeps the report's interval, so pass it for live and replay to flag the same intervals."""
         self._health = health
+        run = self._run_health
+        self._run_health = ClientHealth(
+            schedule_lag_p99_ms=max(run.schedule_lag_p99_ms, health.schedule_lag_p99_ms),
+            loop_lag_max_ms=max(run.loop_lag_max_ms, health.loop_lag_max_ms),
+            cpu_percent=max(run.cpu_percent, health.cpu_percent),
+            in_flight=max(run.in_flight, health.in_flight),
+            saturated=run.saturated or health.saturated,
+            reason=run.reason or health.reason,
+        )
         if health.saturated:
             self.mark_saturated(self.interval_of(self._now) if interval is None else interval)
 
     def mark_saturated(self, interval_index: int) -> None:
+        """The client was saturated during ``interval_index``: its own numbers are the client's, and so
+        are those of every request sent in it, which count in the intervals where they finished."""
+        self._saturated_sends.add(interval_index)
         self._saturated.add(interval_index)
+        self._saturated.update(self._finished_from.get(interval_index, ()))
+
+    def _note_send(self, record: RequestRecord, finished_in: int) -> None:
+        sent_in = self.interval_of(record.sent if record.sent is not None else record.intended)
+        self._finished_from.setdefault(sent_in, set()).add(finished_in)
+        if sent_in in self._saturated_sends:
+            self._saturated.add(finished_in)
 
     # ---- time ---------------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -305,6 +328,7 @@ class Aggregator:
             last_interval=dict(self._last),
             servers=dict(self._servers),
             health=self._health,
+            run_health=self._run_health,
             events=events,
             saturated_intervals=tuple(sorted(self._saturated)),
             paused=paused,

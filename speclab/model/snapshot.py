@@ -267,7 +267,9 @@ class Snapshot:
     # Per variant, the last closed interval of the newest epoch that had requests in it.
     last_interval: dict[str, VariantStats] = field(default_factory=dict)
     servers: dict[str, ServerSample] = field(default_factory=dict)  # latest sample per variant
-    health: ClientHealth = field(default_factory=ClientHealth)
+    health: ClientHealth = field(default_factory=ClientHealth)  # the latest interval's
+    # The worst of every interval so far (the report's client figures are the run's, not the last one's).
+    run_health: ClientHealth = field(default_factory=ClientHealth)
     events: tuple[Event, ...] = ()  # events since the previous snapshot
     saturated_intervals: tuple[int, ...] = ()
     paused: bool = False

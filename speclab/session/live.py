@@ -374,7 +374,7 @@ class LiveSession:
                     if server.log_path is not None:
                         self.recorder.copy_log(name, server.log_path)
                 servers = {n: {"command": s.command, "settings": s.settings} for n, s in self.servers_running.items()}
-                self.recorder.close({"status": self._status, "health": asdict(self.final.health),
+                self.recorder.close({"status": self._status, "health": asdict(self.final.run_health),
                                      "saturated_intervals": list(self.final.saturated_intervals),
                                      "servers": servers, "traffic_errors": self.traffic_errors(),
                                      "planned": [[v, e, n] for (v, e), n in self.runner.issued().items()]

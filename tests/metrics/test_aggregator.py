@@ -322,3 +322,28 @@ def test_server_timing_from_metrics_histograms_reads_like_histogram_quantile_and
     agg.add_records([rec(1, 0.2, server=True), rec(2, 0.3, server=False)])
     snap = agg.snapshot(1.0, finished=True)
     assert snap.cumulative["k3"].total.timing_source == "mixed"
+
+
+def test_saturation_flags_the_intervals_where_the_affected_requests_finished_whatever_the_order() -> None:
+    for health_first in (True, False):
+        agg = Aggregator(V, C)
+        if health_first:
+            agg.mark_saturated(4)
+        agg.add_records([rec(1, 6.2), rec(2, 4.35), rec(3, 8.5)])  # sent at 5.9, 4.05 and 8.2
+        agg.add_records([rec(4, 4.6)])  # sent at 4.3 and finished at 4.6: interval 4 itself
+        slow = rec(5, 7.5)
+        slow.sent, slow.intended = 4.5, 4.499  # sent during interval 4, finished in interval 7
+        agg.add_records([slow])
+        if not health_first:
+            agg.mark_saturated(4)
+        assert agg.snapshot(9.0, finished=True).saturated_intervals == (4, 7), health_first
+
+
+def test_the_run_health_is_the_worst_interval_not_the_last() -> None:
+    agg = Aggregator(V, C)
+    agg.set_health(ClientHealth(schedule_lag_p99_ms=9.0, loop_lag_max_ms=1.0, cpu_percent=80.0), interval=2)
+    agg.set_health(ClientHealth(schedule_lag_p99_ms=1.0, loop_lag_max_ms=3.0, cpu_percent=10.0), interval=3)
+    snap = agg.snapshot(4.0)
+    assert snap.health.schedule_lag_p99_ms == 1.0
+    run = snap.run_health
+    assert (run.schedule_lag_p99_ms, run.loop_lag_max_ms, run.cpu_percent) == (9.0, 3.0, 80.0)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def test_replay_report_equals_live_final_numbers(recorded: tuple[Path, object]) 
     replayed = replay_final_snapshot(rec)
     assert replayed.finished and replayed.t == END_S
     assert replayed.cumulative == live.cumulative  # type: ignore[attr-defined]
-    assert replayed.saturated_intervals == live.saturated_intervals == (4,)  # type: ignore[attr-defined]
+    # Interval 4 was saturated: it and the intervals where the requests sent in it finished are flagged.
+    affected = {4} | {math.floor(finish_time(r)) for r in rec.records if r.sent is not None and 4 <= r.sent < 5}
+    assert replayed.saturated_intervals == live.saturated_intervals == tuple(sorted(affected))  # type: ignore[attr-defined]
+    assert len(affected) > 1
     assert replayed.health == live.health and replayed.health.cpu_percent == 4.0  # type: ignore[attr-defined]
     assert [e.kind for e in replayed.events] == ["config_change"]  # the whole run's events, saturation aside
     k2 = replayed.cumulative["k2"].classes
