@@ -77,7 +77,7 @@ class CumulativeView:
                 groups = [c.hists for k, c in self._cells.items() if (k[0], k[1]) == epoch_key]
                 latency_all = self._all_cache[epoch_key] = percentiles_by_metric(groups)
             fallback = CountSource.NONE.value
-            if not total.timed_exact:  # no per-request timing: the server's /metrics histograms, if any
+            if total.requests and not total.timed_exact:  # no per-request timing: the server histograms
                 measured = server(epoch_key)
                 if measured:
                     latency_all, fallback = {**latency_all, **measured}, CountSource.SERVER.value
