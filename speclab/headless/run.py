@@ -41,9 +41,10 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     if not measured:
         return ExitCode.ALL_REQUESTS_FAILED, "no request finished"
     intervals = max(final.interval + 1, 1)
-    if intervals >= MIN_INTERVALS_TO_JUDGE and len(final.saturated_intervals) > SATURATED_LIMIT * intervals:
+    saturated = len(final.saturated_sends or final.saturated_intervals)  # the client's own, not their echoes
+    if intervals >= MIN_INTERVALS_TO_JUDGE and saturated > SATURATED_LIMIT * intervals:
         return (ExitCode.MEASUREMENT_INVALID,
-                f"the client could not keep up in {len(final.saturated_intervals)} of {intervals} intervals")
+                f"the client could not keep up in {saturated} of {intervals} intervals")
     return ExitCode.OK, "ok"
 
 

@@ -199,7 +199,7 @@ class Aggregator:
         return Accounting(planned, total.requests, total.error_count, self._warmup.get(key, 0), moved,
                           self._recorded.get(key, 0))
 
-    def set_health(self, health: ClientHealth, interval: int | None = None) -> None:
+    def set_health(self, health: ClientHealth, interval: int | None = None, *, mark: bool = True) -> None:
         """Latest client health; a saturated client marks ``interval`` (the interval the worker's
         report covers, ``WorkerHealth.interval``), else the interval of the last tick. The recorder
         keeps the report's interval, so pass it for live and replay to flag the same intervals."""
@@ -213,7 +213,7 @@ class Aggregator:
             saturated=run.saturated or health.saturated,
             reason=run.reason or health.reason,
         )
-        if health.saturated:
+        if health.saturated and mark:
             self.mark_saturated(self.interval_of(self._now) if interval is None else interval)
 
     def mark_saturated(self, interval_index: int) -> None:
@@ -283,6 +283,9 @@ class Aggregator:
         if self.retain_intervals is None:
             return
         horizon = self._now - self.retain_intervals * self.interval_s
+        oldest_send = self.interval_of(horizon)
+        for sent_in in [i for i in self._finished_from if i < oldest_send]:
+            del self._finished_from[sent_in]
         drop = 0
         while drop < len(self._closed) and self._closed[drop].closed_at <= horizon:
             drop += 1
@@ -331,6 +334,7 @@ class Aggregator:
             run_health=self._run_health,
             events=events,
             saturated_intervals=tuple(sorted(self._saturated)),
+            saturated_sends=tuple(sorted(self._saturated_sends)),
             paused=paused,
             finished=finished,
             simulated=self.simulated,

@@ -271,7 +271,8 @@ class Snapshot:
     # The worst of every interval so far (the report's client figures are the run's, not the last one's).
     run_health: ClientHealth = field(default_factory=ClientHealth)
     events: tuple[Event, ...] = ()  # events since the previous snapshot
-    saturated_intervals: tuple[int, ...] = ()
+    saturated_intervals: tuple[int, ...] = ()  # intervals whose numbers a saturated client affected
+    saturated_sends: tuple[int, ...] = ()  # intervals in which the client itself was saturated
     paused: bool = False
     finished: bool = False
     simulated: bool = True

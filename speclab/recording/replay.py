@@ -119,7 +119,8 @@ def replay_final(recording: Recording) -> tuple[Snapshot, Aggregator]:
     health = (recording.manifest.get("final") or {}).get("health")
     if isinstance(health, dict):
         known = {f.name for f in fields(ClientHealth)}
-        aggregator.set_health(ClientHealth(**{k: v for k, v in health.items() if k in known}))
+        # The run's health, restored; the intervals it flagged were marked from the recording's events.
+        aggregator.set_health(ClientHealth(**{k: v for k, v in health.items() if k in known}), mark=False)
     return aggregator.snapshot(end, finished=True), aggregator
 
 
