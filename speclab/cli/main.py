@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .base import DefaultGroup, _guard
+from .drill import drill
 from .gateway import gateway
 from .options import attach_options, run_options
 
@@ -128,6 +129,7 @@ def monitoring_kit(directory: Path, force: bool, scrape_interval: str, check: bo
 
 
 cli.add_command(gateway)
+cli.add_command(drill)
 
 
 def main() -> None:

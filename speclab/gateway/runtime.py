@@ -35,6 +35,20 @@ class MapInfo:
 
 
 @dataclass(frozen=True)
+class StatRow:
+    """One row of ``show stat``: a frontend, a backend, or one server of a backend."""
+
+    proxy: str  # pxname
+    name: str  # svname: FRONTEND, BACKEND or the server's name
+    current: int  # scur: sessions (requests in progress) right now
+    total: int  # stot: sessions since start
+
+    @property
+    def is_server(self) -> bool:
+        return self.name not in ("FRONTEND", "BACKEND")
+
+
+@dataclass(frozen=True)
 class ServerState:
     backend: str
     server: str
@@ -171,6 +185,22 @@ class RuntimeAPI:
             out.append(ServerState(backend=row["be_name"], server=row["srv_name"], address=row["srv_addr"],
                                    port=int(row.get("srv_port", 0) or 0), weight=int(row["srv_uweight"]),
                                    initial_weight=int(row["srv_iweight"]), operational=int(row["srv_op_state"])))
+        return out
+
+    async def stats(self) -> list[StatRow]:
+        """``show stat`` (CSV): current and total sessions of every proxy and server."""
+        lines = (await self.command("show stat")).splitlines()
+        header = next((ln.lstrip("# ").split(",") for ln in lines if ln.startswith("# pxname")), [])
+        if not header:
+            raise RuntimeAPIError(f"gateway: show stat answered no CSV header: {' '.join(lines)[:200]}")
+        col = {name: i for i, name in enumerate(header)}
+        out: list[StatRow] = []
+        for line in lines:
+            parts = line.split(",")
+            if line.startswith("#") or len(parts) < len(header) - 1:
+                continue
+            out.append(StatRow(proxy=parts[col["pxname"]], name=parts[col["svname"]],
+                               current=int(parts[col["scur"]] or 0), total=int(parts[col["stot"]] or 0)))
         return out
 
     # -- changes --------------------------------------------------------------------------------

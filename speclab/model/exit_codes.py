@@ -20,4 +20,5 @@ class ExitCode(IntEnum):
     LATENCY_CURVE = 14
     CONCURRENCY_STRESS = 15
     CANARY = 16
+    ROLLBACK_DRILL = 17
     INTERRUPTED = 130
