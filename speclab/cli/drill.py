@@ -44,7 +44,7 @@ def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
             lab=lab_name, scenario=scenario, quick=bool(opts["quick"]), report_dir=opts.get("report_dir"),
             engine=opts.get("engine") or "auto", duration=opts.get("duration"), switch_at=opts.get("switch_at"),
             rollback_at=opts.get("rollback_at"), triggers=tuple(opts.get("triggers") or ()),
-            trigger_intervals=int(opts.get("trigger_intervals") or 3), canary_tenant=opts.get("canary_tenant"),
+            trigger_intervals=int(opts["trigger_intervals"]), canary_tenant=opts.get("canary_tenant"),
             control_tenant=opts.get("control_tenant"), pool=opts.get("pool"), rate=opts.get("rate"),
             seed=opts.get("seed"), haproxy=opts.get("haproxy_bin"), force=bool(opts.get("force")),
         )

@@ -1,0 +1,131 @@
+"""`speclab drill` as a user runs it: a process over real HAProxy and simulator processes.
+
+``run_drill`` starts the command, collects the processes it started once traffic begins (an
+event in its output, not a sleep), can interrupt it on a line, and after it exits says which of
+those processes are still alive (they must all be gone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.gateway.conftest import haproxy_or_skip, wait_gone
+
+LAB = """
+name = "drilllab"
+[target]
+model = "meta-llama/Llama-3.1-8B-Instruct"
+revision = "main"
+sim_model = "sim-8b"
+[draft]
+method = "draft_model"
+model = "meta-llama/Llama-3.2-1B-Instruct"
+revision = "main"
+sim_model = "sim-1b"
+[pair]
+target_model = "meta-llama/Llama-3.1-8B-Instruct"
+target_revision = "main"
+draft_model = "meta-llama/Llama-3.2-1B-Instruct"
+draft_revision = "main"
+[server]
+max_num_seqs = 16
+max_model_len = 2048
+[[variants]]
+name = "baseline"
+speculative = false
+[[variants]]
+name = "k4"
+num_speculative_tokens = 4
+{faults}
+[gateway]
+tenants = {{ A = "baseline", B = "k4" }}
+"""
+
+SCENARIO = """
+name = "drillmix"
+seed = 5
+duration_s = 8
+endpoint = "chat"
+stall_timeout_s = 5
+[arrival]
+process = "poisson"
+rate = 10
+[classes.story]
+weight = 2
+prompts = ["Tell me a long story about the sea and its ships.", "Describe a long journey over the mountains."]
+temperature = 0
+max_tokens = 160
+[classes.tool_call]
+weight = 2
+prompts = ["Call the weather tool for Paris.", "Look up the time in Tokyo with the clock tool."]
+temperature = 0
+max_tokens = 64
+[classes.tool_call.schema]
+type = "object"
+required = ["name", "arguments"]
+properties = {{ name = {{ type = "string" }}, arguments = {{ type = "object" }} }}
+"""
+
+
+def write_inputs(directory: Path, *, faults: str = "") -> tuple[Path, Path]:
+    """The test lab (``faults``: a simulator fault list for k4) and a short scenario."""
+    lab = directory / "drilllab.toml"
+    lab.write_text(LAB.format(faults=f"sim_faults = [{faults}]" if faults else ""))
+    scenario = directory / "drillmix.toml"
+    scenario.write_text(SCENARIO.format())
+    return lab, scenario
+
+
+@dataclass
+class DrillRun:
+    code: int
+    output: str
+    alive: list[int]
+    started: list[int]
+    report_dir: Path
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return dict(json.loads((self.report_dir / "report.json").read_text()))
+
+    @property
+    def drill(self) -> dict[str, Any]:
+        return dict(self.report["drill"])
+
+
+def run_drill(*args: str, report_dir: Path, interrupt_on: str | None = None, timeout: float = 100.0) -> DrillRun:
+    haproxy_or_skip()
+    cmd = [sys.executable, "-m", "speclab.cli.main", "drill", *args, "--report", str(report_dir), "--engine", "sim"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    lines: list[str] = []
+    started: list[int] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("drill: traffic to"):
+                started = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+            if interrupt_on is not None and interrupt_on in line:
+                proc.send_signal(signal.SIGINT)
+                interrupt_on = None
+            if time.monotonic() > deadline:
+                break
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    return DrillRun(code=code, output="".join(lines), alive=wait_gone(started), started=started,
+                    report_dir=report_dir)

@@ -1,0 +1,51 @@
+"""Bad input to `speclab drill` is one line and exit 2, before any server or HAProxy starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import write_inputs
+
+
+def _drill(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "speclab.cli.main", "drill", *args, "--engine", "sim"],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--pool", "k9"), "--pool 'k9': not a speculative variant"),
+    (("--pool", "baseline"), "not a speculative variant"),
+    (("--switch-at", "6", "--rollback-at", "5"), "expected --switch-at (6 s) < --rollback-at (5 s)"),
+    (("--rollback-at", "50"), "< --duration (8 s)"),
+    (("--trigger", "latency>3"), "no metric 'latency'"),
+    (("--trigger", "rejection>140"), "from 0 to below 100"),
+    (("--trigger", "p99>5%"), "p99 is a time"),
+    (("--trigger", "structured"), "expected METRIC>THRESHOLD"),
+    (("--trigger-intervals", "0"), "expected at least 1"),
+    (("--canary-tenant", "A", "--control-tenant", "A"), "must differ"),
+    (("--haproxy", "/nonexistent/haproxy"), "no such executable"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, extra: tuple[str, ...], message: str) -> None:
+    lab, scenario = write_inputs(tmp_path)
+    done = _drill(str(lab), str(scenario), "--duration", "8", "--report", str(tmp_path / "r"), *extra)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_existing_report_is_not_overwritten_without_force(tmp_path: Path) -> None:
+    lab, scenario = write_inputs(tmp_path)
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "report.json").write_text("{}")
+    done = _drill(str(lab), str(scenario), "--report", str(tmp_path / "r"))
+    assert done.returncode == 2 and "report.json exists" in done.stderr
+    assert (tmp_path / "r" / "report.json").read_text() == "{}"
+
+
+def test_an_unknown_lab_is_one_line_and_exit_2() -> None:
+    done = _drill("no-such-lab")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
