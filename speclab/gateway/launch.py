@@ -88,36 +88,60 @@ async def start_gateway(
     files = GatewayFiles.in_directory(directory)
     await _refuse_running(files)
     files.directory.mkdir(parents=True, exist_ok=True)
-    files.events.write_text("", encoding="utf-8")
     manager = ServerManager(lab, engine, log_dir=files.log_dir, api_key=api_key, ready_timeout=ready_timeout,
                             sim_module=sim_module or SIM_MODULE)
     gw = RunningGateway(state=GatewayState(lab="", url="", socket="", config="", tenants_map="", routes_map="",
                                            servers={}, routing={}), files=files, manager=manager)
     try:
         gw.servers = await manager.start(routing.variants)
-        bind_port = port or free_port(HOST)
-        major, minor = haproxy_version(haproxy)
-        gw.state = GatewayState(
-            lab=lab.name, url=f"http://{HOST}:{bind_port}", socket=str(files.socket), config=str(files.config),
-            tenants_map=str(files.tenants_map), routes_map=str(files.routes_map),
-            servers={v: gw.servers[v].base_url for v in routing.variants}, routing=routing.to_dict(),
-            haproxy=haproxy, haproxy_version=f"{major}.{minor}", extra={"engine": engine},
-        )
-        write_production_files(gw.state, routing)
-        check_config(haproxy, files.config)
-        gw.process = ServerProcess("haproxy", [haproxy, "-db", "-f", str(files.config)], env={},
-                                   log_path=files.log_dir / "haproxy.log", base_url=gw.state.url, grace_s=5.0)
-        await gw.process.start()
-        info = await _wait_ready(gw.process, files.socket, READY_TIMEOUT_S)
-        gw.state.haproxy_pid = int(info.get("Pid") or 0) or gw.process.server_pid
-        gw.state.haproxy_version = info.get("Version", gw.state.haproxy_version)
-        gw.state.started_monotonic = time.monotonic()
-        gw.state.started_wall = time.time()
-        gw.state.write(files.state)
+        await _start_haproxy(gw, lab, routing, haproxy, port, engine)
     except BaseException:
         await gw.stop()
         raise
     return gw
+
+
+async def gateway_for(lab: Lab, routing: RoutingTable, servers: dict[str, RunningServer], *, directory: Path,
+                      haproxy: str, port: int | None = None) -> RunningGateway:
+    """HAProxy in front of servers someone else started (and will stop): ``stop()`` stops HAProxy only."""
+    files = GatewayFiles.in_directory(directory)
+    await _refuse_running(files)
+    files.directory.mkdir(parents=True, exist_ok=True)
+    gw = RunningGateway(state=GatewayState(lab="", url="", socket="", config="", tenants_map="", routes_map="",
+                                           servers={}, routing={}), files=files,
+                        servers={v: servers[v] for v in routing.variants})
+    engines = {s.engine for s in gw.servers.values()}
+    try:
+        await _start_haproxy(gw, lab, routing, haproxy, port, engines.pop() if len(engines) == 1 else "mixed")
+    except BaseException:
+        await gw.stop()
+        raise
+    return gw
+
+
+async def _start_haproxy(gw: RunningGateway, lab: Lab, routing: RoutingTable, haproxy: str, port: int | None,
+                         engine: str) -> None:
+    files = gw.files
+    files.events.write_text("", encoding="utf-8")
+    bind_port = port or free_port(HOST)
+    major, minor = haproxy_version(haproxy)
+    gw.state = GatewayState(
+        lab=lab.name, url=f"http://{HOST}:{bind_port}", socket=str(files.socket), config=str(files.config),
+        tenants_map=str(files.tenants_map), routes_map=str(files.routes_map),
+        servers={v: gw.servers[v].base_url for v in routing.variants}, routing=routing.to_dict(),
+        haproxy=haproxy, haproxy_version=f"{major}.{minor}", extra={"engine": engine},
+    )
+    write_production_files(gw.state, routing)
+    check_config(haproxy, files.config)
+    gw.process = ServerProcess("haproxy", [haproxy, "-db", "-f", str(files.config)], env={},
+                               log_path=files.log_dir / "haproxy.log", base_url=gw.state.url, grace_s=5.0)
+    await gw.process.start()
+    info = await _wait_ready(gw.process, files.socket, READY_TIMEOUT_S)
+    gw.state.haproxy_pid = int(info.get("Pid") or 0) or gw.process.server_pid
+    gw.state.haproxy_version = info.get("Version", gw.state.haproxy_version)
+    gw.state.started_monotonic = time.monotonic()
+    gw.state.started_wall = time.time()
+    gw.state.write(files.state)
 
 
 async def _refuse_running(files: GatewayFiles) -> None:

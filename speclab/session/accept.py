@@ -109,6 +109,8 @@ class _Run:
             golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
             record_path=options.record_path, pair=self.pair,
         )
+        if options.report_dir is not None:
+            self.ctx.gateway_dir = Path(options.report_dir) / "gateway"
         self.results: dict[str, StageResult] = {}
         self.snapshot: Snapshot | None = None
         self.snapshot_from = ""

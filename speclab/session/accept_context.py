@@ -77,6 +77,7 @@ class AcceptContext:
     run_start: float = field(default_factory=time.monotonic)
     records: list[RequestRecord] = field(default_factory=list)  # every request of the run
     misaligned: bool = False  # tokenizer alignment failed and was not forced
+    gateway_dir: Path | None = None  # where a gateway canary writes its HAProxy files (in the report)
     golden_responses: dict[str, dict[str, RequestRecord]] | None = None
     log_dir: Path | None = None
     record_path: str | Path | None = None

@@ -32,6 +32,7 @@ from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import Plan, build_plan
 
 from .accept_context import AcceptContext
+from .accept_gateway import gateway_canary_configured, gateway_canary_stage
 
 DRAIN_ON_CANCEL_S = 1.0
 
@@ -161,6 +162,8 @@ def _recorder(ctx: AcceptContext, plan: Plan) -> RecordingWriter | None:
 
 
 async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
+    if gateway_canary_configured(ctx.lab):
+        return await gateway_canary_stage(ctx)
     settings = ctx.profile.canary
     plan = _plan(ctx, requests=settings.requests, rate=settings.rate)
     snap, records = await measure(ctx, plan, "canary", _recorder(ctx, plan))
