@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ draft_revision = "main"
 [server]
 max_num_seqs = 16
 max_model_len = 2048
+{server_extra}
 [[variants]]
 name = "baseline"
 speculative = false
@@ -77,10 +79,10 @@ properties = {{ name = {{ type = "string" }}, arguments = {{ type = "object" }} 
 """
 
 
-def write_inputs(directory: Path, *, faults: str = "") -> tuple[Path, Path]:
+def write_inputs(directory: Path, *, faults: str = "", server_extra: str = "") -> tuple[Path, Path]:
     """The test lab (``faults``: a simulator fault list for k4) and a short scenario."""
     lab = directory / "drilllab.toml"
-    lab.write_text(LAB.format(faults=f"sim_faults = [{faults}]" if faults else ""))
+    lab.write_text(LAB.format(faults=f"sim_faults = [{faults}]" if faults else "", server_extra=server_extra))
     scenario = directory / "drillmix.toml"
     scenario.write_text(SCENARIO.format())
     return lab, scenario
@@ -103,7 +105,13 @@ class DrillRun:
         return dict(self.report["drill"])
 
 
-def run_drill(*args: str, report_dir: Path, interrupt_on: str | None = None, timeout: float = 100.0) -> DrillRun:
+def interrupt(proc: subprocess.Popen[str], report_dir: Path) -> None:
+    proc.send_signal(signal.SIGINT)
+
+
+def run_drill(*args: str, report_dir: Path, interrupt_on: str | None = None,
+              action: Callable[[subprocess.Popen[str], Path], None] = interrupt, timeout: float = 100.0) -> DrillRun:
+    """Run the command; when a line contains ``interrupt_on``, do ``action`` (Ctrl-C by default)."""
     haproxy_or_skip()
     cmd = [sys.executable, "-m", "speclab.cli.main", "drill", *args, "--report", str(report_dir), "--engine", "sim"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
@@ -117,7 +125,7 @@ def run_drill(*args: str, report_dir: Path, interrupt_on: str | None = None, tim
             if line.startswith("drill: traffic to"):
                 started = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
             if interrupt_on is not None and interrupt_on in line:
-                proc.send_signal(signal.SIGINT)
+                action(proc, report_dir)
                 interrupt_on = None
             if time.monotonic() > deadline:
                 break

@@ -3,10 +3,14 @@ the trigger that rolls back on its own, exit 17, Ctrl-C, and nothing left runnin
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
+import psutil
 import yaml
 
 from .conftest import run_drill, write_inputs
@@ -99,3 +103,29 @@ def test_ctrl_c_during_the_drill_writes_a_partial_report_and_exits_130(tmp_path:
     report = run.report
     assert report["exit"]["code"] == 130 and report["drill"]["rollback_s"] is None
     assert report["drill"]["tenants"]["B"]["phases"]["plain"]["requests"] >= 1
+
+
+def _kill_haproxy(proc: subprocess.Popen[str], report_dir: Path) -> None:
+    state = json.loads((report_dir / "gateway.json").read_text())
+    os.kill(int(state["haproxy_pid"]), signal.SIGKILL)
+
+
+def test_haproxy_dying_mid_drill_stops_everything_and_exits_1_with_a_report(tmp_path: Path) -> None:
+    lab, scenario = write_inputs(tmp_path)
+    run = run_drill(str(lab), str(scenario), "--duration", "30", "--switch-at", "2", "--rollback-at", "20",
+                    report_dir=tmp_path / "report", interrupt_on="route_change", action=_kill_haproxy)
+    assert run.code == 1, run.output
+    assert run.started and run.alive == []
+    assert "haproxy exited" in run.report["exit"]["reason"]
+
+
+def test_a_server_that_never_starts_exits_3_with_a_report_and_nothing_left(tmp_path: Path) -> None:
+    lab, scenario = write_inputs(tmp_path, server_extra='extra_args = ["--no-such-flag"]')
+    before = {p.pid for p in psutil.process_iter()}
+    run = run_drill(str(lab), str(scenario), *SHORT, report_dir=tmp_path / "report")
+    assert run.code == 3, run.output
+    assert "unrecognized arguments" in run.output
+    assert run.report["exit"]["code"] == 3 and run.drill["rollback_s"] is None
+    left = [p for p in psutil.process_iter(["pid", "cmdline"]) if p.pid not in before
+            and any(str(tmp_path) in part for part in (p.info["cmdline"] or []))]
+    assert left == []
