@@ -37,6 +37,7 @@ from speclab.gates.result import (
     TOKENIZER_ALIGNMENT,
     StageResult,
 )
+from speclab.gateway.config import find_haproxy
 from speclab.headless.report import build_report, write_report
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.errors import InputError, ServerNotReadyError
@@ -55,6 +56,7 @@ from speclab.servers.pairing import pair_info, require_pairing
 
 from .accept_context import AcceptContext
 from .accept_correctness import equivalence_stage, golden_stage, structured_stage, tokenizer_stage
+from .accept_gateway import gateway_canary_configured
 from .accept_load import canary_stage, latency_stage, stress_stage
 from .accept_servers import server_states
 from .api import ServerView, SessionInfo
@@ -98,6 +100,8 @@ class _Run:
         check_outputs(options.record_path, options.report_dir, force=options.force)  # exit 2 before any server
         self.stages = selected_stages(options.stages)
         self.lab = load_lab(options.lab)
+        if CANARY in self.stages and gateway_canary_configured(self.lab):
+            find_haproxy()  # the canary runs through HAProxy: missing is bad input before any server starts
         self.profile = load_gates(options.gates_file).profile(options.profile, options.overrides)
         self.engine = select_engine(options.engine)
         self.pairing = require_pairing(self.lab, force=options.force)

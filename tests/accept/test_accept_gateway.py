@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
+from speclab.gateway import config
+from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
 from speclab.session.accept import AcceptOptions, run_accept_stages
 from tests.gateway.conftest import haproxy_or_skip
@@ -68,3 +71,14 @@ async def test_structured_failures_through_the_gateway_fail_the_canary_with_samp
     spikes = [s for s in gate["metrics"]["spikes"] if "structured-output failures" in s["what"]]
     assert spikes and all(s["after_change"]["kind"] == "weight_change" for s in spikes)
     assert "s after canary shares: k4 0% -> 30%" in spikes[0]["text"]
+
+
+async def test_a_gateway_canary_without_haproxy_is_bad_input_before_any_server(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(config, "SBIN_DIRS", ())
+    out = io.StringIO()
+    with pytest.raises(InputError, match=r"haproxy is not installed.*apt-get install -y haproxy"):
+        await run_accept_stages(AcceptOptions(lab=str(_lab(tmp_path)), engine="sim", report_dir=tmp_path / "r",
+                                              stages=("canary",)), out=out)
+    assert "servers ready" not in out.getvalue()
