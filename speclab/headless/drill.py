@@ -200,7 +200,7 @@ def write_drill_report(report: dict[str, Any], directory: Path) -> list[Path]:
     paths = write_report(report, directory)
     text = render_markdown(report)
     head, sep, rest = text.partition("\n## ")
-    md = head + "\n" + "\n".join(drill_markdown(report["drill"])) + (sep.lstrip("\n") + rest if sep else "")
+    md = head + "\n" + "\n".join(drill_markdown(report["drill"])) + "\n" + (sep.lstrip("\n") + rest if sep else "")
     paths[1].write_text(md)
     return paths
 
