@@ -128,6 +128,17 @@ def monitoring_kit(directory: Path, force: bool, scrape_interval: str, check: bo
     _guard(lambda: write_monitoring_kit(directory, force=force, scrape_interval=scrape_interval, check=check))
 
 
+@cli.command("release-notes")
+@click.argument("directories", nargs=-1, required=True, metavar="DIR...", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=Path("release"), show_default=True,
+              help="directory for release.md and release.json")
+def release_notes(directories: tuple[Path, ...], out: Path) -> None:
+    """One release note from an accept report, a sweep directory and a drill report (their --report DIRs)."""
+    from speclab.cli.release import release_notes as write
+
+    _guard(lambda: write(directories, out))
+
+
 cli.add_command(gateway)
 cli.add_command(drill)
 

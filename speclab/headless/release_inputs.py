@@ -1,0 +1,159 @@
+"""The directories a release note is built from, read and checked before anything is written.
+
+Three kinds, told apart by their files: an accept report (``report.json`` with ``gates``), a sweep
+directory (``sweep.json``) and a drill report (``report.json`` with ``drill``). Every problem is an
+``InputError`` of one line naming the directory: a missing directory, one that is none of the
+three, a schema speclab does not read, two inputs of one kind, simulated figures beside measured
+ones, and inputs whose pairs (models, revisions, method, tokenizer hashes) differ. A missing kind
+is not an error here: the note says which input it lacks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from speclab.model.errors import InputError
+
+REPORT_SCHEMA: Final = "speclab.report/1"
+SWEEP_SCHEMA: Final = "speclab.sweep/1"
+
+ACCEPT: Final = "accept"
+SWEEP: Final = "sweep"
+DRILL: Final = "drill"
+KINDS: Final = (ACCEPT, SWEEP, DRILL)
+HOW_TO_MAKE: Final = {
+    ACCEPT: "speclab accept LAB --report DIR",
+    SWEEP: "speclab sweep LAB --report DIR",
+    DRILL: "speclab drill LAB --report DIR",
+}
+
+# The pair's identity: any of these differing between two inputs means two different releases.
+PAIR_KEYS: Final = ("target_model", "target_revision", "draft_model", "draft_revision", "draft_method")
+HASH_KEYS: Final = ("target_tokenizer_sha256", "draft_tokenizer_sha256",
+                    "target_sim_tokenizer_sha256", "draft_sim_tokenizer_sha256")
+DRILL_KEYS: Final = ("rollback_s", "drain_s", "in_flight_at_flip", "failed_during_flip", "converged", "tenants")
+
+
+@dataclass(frozen=True)
+class ReleaseInput:
+    kind: str
+    path: Path
+    doc: dict[str, Any]
+
+    @property
+    def pair(self) -> dict[str, str]:
+        raw = self.doc.get("pair") or {}
+        return {k: str(v) for k, v in raw.items() if v is not None}
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.doc.get("simulated"))
+
+
+@dataclass(frozen=True)
+class ReleaseInputs:
+    accept: ReleaseInput | None
+    sweep: ReleaseInput | None
+    drill: ReleaseInput | None
+    sweep_markdown: str | None  # the sweep directory's sweep.md, the note's sweep section
+
+    def present(self) -> list[ReleaseInput]:
+        return [i for i in (self.accept, self.sweep, self.drill) if i is not None]
+
+    @property
+    def missing(self) -> list[str]:
+        return [kind for kind in KINDS if getattr(self, kind) is None]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: not readable ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a JSON object, found {type(doc).__name__}")
+    return doc
+
+
+def _check_schema(path: Path, doc: Mapping[str, Any], expected: str) -> None:
+    schema = doc.get("schema")
+    if schema != expected:
+        raise InputError(f"{path}: schema {schema!r}, expected {expected!r} (a report of another speclab version)")
+
+
+def read_input(directory: Path) -> ReleaseInput:
+    """One directory, classified and checked."""
+    if not directory.exists():
+        raise InputError(f"{directory}: no such directory")
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory (give the --report DIR of accept, sweep or drill)")
+    sweep, report = directory / "sweep.json", directory / "report.json"
+    if sweep.is_file():
+        doc = _read_json(sweep)
+        _check_schema(sweep, doc, SWEEP_SCHEMA)
+        for key in ("cells", "crossover", "schedule", "speculative_config"):
+            if key not in doc:
+                raise InputError(f"{sweep}: no {key!r} (every {SWEEP_SCHEMA} document has one)")
+        return ReleaseInput(SWEEP, directory, doc)
+    if not report.is_file():
+        raise InputError(f"{directory}: neither report.json (accept or drill) nor sweep.json (sweep) in it")
+    doc = _read_json(report)
+    _check_schema(report, doc, REPORT_SCHEMA)
+    if isinstance(doc.get("drill"), dict):
+        absent = [k for k in DRILL_KEYS if k not in doc["drill"]]
+        if absent:
+            raise InputError(f"{report}: drill block lacks {', '.join(absent)}")
+        return ReleaseInput(DRILL, directory, doc)
+    if isinstance(doc.get("gates"), list):
+        return ReleaseInput(ACCEPT, directory, doc)
+    raise InputError(f"{report}: a {doc.get('command') or 'run'} report, neither an accept report (no 'gates') "
+                     "nor a drill report (no 'drill')")
+
+
+def _pair_conflict(inputs: Sequence[ReleaseInput]) -> str | None:
+    """The first key on which two inputs' pairs disagree, as the refusal's text."""
+    for key in (*PAIR_KEYS, *HASH_KEYS):
+        seen = [(i, i.pair[key]) for i in inputs if i.pair.get(key)]
+        for (first, a), (other, b) in itertools.pairwise(seen):
+            if a != b:
+                return (f"inputs from different pairs: {key} is {a!r} in the {first.kind} input {first.path} "
+                        f"but {b!r} in the {other.kind} input {other.path}")
+    for i in inputs:
+        absent = [k for k in ("target_model", "draft_model") if not i.pair.get(k)]
+        if absent:
+            return f"{i.path}: the report names no {' or '.join(absent)}, so its pair cannot be checked"
+    return None
+
+
+def collect(directories: Iterable[Path]) -> ReleaseInputs:
+    """Read every directory; refuse duplicates, mixed simulated/measured inputs and different pairs."""
+    by_kind: dict[str, ReleaseInput] = {}
+    for directory in directories:
+        item = read_input(Path(directory))
+        if item.kind in by_kind:
+            raise InputError(f"two {item.kind} inputs: {by_kind[item.kind].path} and {item.path}; give one of each kind")
+        by_kind[item.kind] = item
+    inputs = list(by_kind.values())
+    if not inputs:
+        raise InputError("no input directory given")
+    kinds = {i.simulated for i in inputs}
+    if len(kinds) > 1:
+        sim = next(i for i in inputs if i.simulated)
+        real = next(i for i in inputs if not i.simulated)
+        raise InputError(f"{sim.path} is simulated but {real.path} was measured on real servers; "
+                         "one release note holds one or the other")
+    conflict = _pair_conflict(inputs)
+    if conflict:
+        raise InputError(conflict)
+    sweep = by_kind.get(SWEEP)
+    md = None
+    if sweep is not None and (sweep.path / "sweep.md").is_file():
+        md = (sweep.path / "sweep.md").read_text()
+    return ReleaseInputs(by_kind.get(ACCEPT), sweep, by_kind.get(DRILL), md)
