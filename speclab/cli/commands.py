@@ -15,6 +15,8 @@ from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.session.options import RunOptions
 
+from .options import metrics_settings
+
 LAB_DEFAULT_DURATION_S = 24 * 3600.0
 DEFAULT_LAB = "default"
 DEFAULT_SCENARIO = "mixed"
@@ -46,6 +48,7 @@ def run_options(scenario: str, opts: dict[str, Any], *, lab: str | None = None) 
         variants=_variants(opts.get("variants")),
         force=bool(opts.get("force")),
         changes=tuple(opts.get("changes") or ()),
+        **metrics_settings(opts),
     )
 
 
@@ -92,12 +95,15 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
         options = dataclasses.replace(options, duration=LAB_DEFAULT_DURATION_S)
     session = LiveSession(dataclasses.replace(options, keep_records=False))
     app = create_app(session, session)
-    app.run()
-    if session.final is None and not session.stopped:
-        # The app ended without `q` (a crash): stop what it started. Servers run under a reaper
-        # and traffic workers are daemons, so nothing outlives this process even if this fails.
-        with contextlib.suppress(Exception):
-            asyncio.run(session.stop())
+    try:
+        app.run()
+        if session.final is None and not session.stopped:
+            # The app ended without `q` (a crash): stop what it started. Servers run under a reaper
+            # and traffic workers are daemons, so nothing outlives this process even if this fails.
+            with contextlib.suppress(Exception):
+                asyncio.run(session.stop())
+    finally:
+        session.close_metrics()
     if app.source_error is not None and session.final is None:
         raise app.source_error  # e.g. a server never became ready: one line and its exit code
     for line in lab_summary(session):

@@ -31,7 +31,27 @@ def run_options(fn: F) -> F:
     ]
     for option in reversed(options):
         fn = option(fn)
+    return metrics_options(fn)
+
+
+def metrics_options(fn: F) -> F:
+    """``--metrics-port`` and its companions, for every command that runs traffic (run, lab, sweep, drill)."""
+    options = [
+        click.option("--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+                     help="serve speclab's own Prometheus metrics on PORT (0: any free port)"),
+        click.option("--metrics-host", default="127.0.0.1", show_default=True, help="address for --metrics-port"),
+        click.option("--metrics-hold", "metrics_hold_s", type=click.FloatRange(min=0), default=0.0, metavar="S",
+                     help="after the run, keep serving the final metrics S seconds so a last scrape sees them"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
     return fn
+
+
+def metrics_settings(opts: dict[str, Any]) -> dict[str, Any]:
+    """The RunOptions fields ``metrics_options`` fill."""
+    return {"metrics_port": opts.get("metrics_port"), "metrics_host": opts.get("metrics_host") or "127.0.0.1",
+            "metrics_hold_s": float(opts.get("metrics_hold_s") or 0.0)}
 
 
 def attach_options(fn: F) -> F:

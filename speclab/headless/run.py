@@ -79,7 +79,16 @@ def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str,
 async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode:
     session = LiveSession(options)
     print(session.first_line(), file=out, flush=True)
-    return await follow_to_end(session, out)
+    try:
+        if session.metrics is not None:
+            print(f"metrics: {session.metrics.url} (speclab's own series, for Prometheus)", file=out, flush=True)
+        code = await follow_to_end(session, out)
+        if session.metrics is not None and options.metrics_hold_s > 0:
+            print(f"metrics: serving the final figures {options.metrics_hold_s:g} s more", file=out, flush=True)
+            await asyncio.sleep(options.metrics_hold_s)
+        return code
+    finally:
+        session.close_metrics()
 
 
 async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:

@@ -209,14 +209,16 @@ class Cell:
         self.hists.clear()
 
 
-def percentiles_by_metric(hist_groups: Iterable[dict[str, LatencyHistogram]]) -> dict[str, Percentiles]:
-    """Per metric, the percentiles of the count-wise sum over several cells' histograms."""
+def percentiles_by_metric(hist_groups: Iterable[dict[str, LatencyHistogram]], *,
+                          buckets: bool = False) -> dict[str, Percentiles]:
+    """Per metric, the percentiles of the count-wise sum over several cells' histograms (with
+    ``buckets``, their Prometheus bucket counts too)."""
     groups = list(hist_groups)
     out: dict[str, Percentiles] = {}
     for metric in Metric:
         hists = [group[metric.value] for group in groups if metric.value in group]
         if hists:
-            out[metric.value] = merged_percentiles(hists)
+            out[metric.value] = merged_percentiles(hists, buckets=buckets)
     return out
 
 

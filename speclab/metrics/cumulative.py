@@ -1,7 +1,9 @@
 """The cumulative view: every measured record since the end of warm-up, per (variant, epoch, class).
 
 Kept live (late records included) rather than merged from stored intervals, with percentiles
-cached per cell until new records arrive. Rates are over each epoch's measured traffic, taken from
+cached per cell until new records arrive. Only this view counts the Prometheus buckets of its
+per-class histograms (``Percentiles.buckets``): counters and histograms since the start are what
+speclab's exporter serves. Rates are over each epoch's measured traffic, taken from
 its records: from the earliest intended time of a non-warm-up request to ``now`` (to its last
 finish once the epoch ended or the run finished). The run clock's zero is not that start: worker
 start-up, warm-up by request count and, with ``--sequential``, the other variants' phases all come
@@ -57,7 +59,7 @@ class CumulativeView:
     ) -> dict[EpochKey, VariantStats]:
         """``VariantStats`` for each key; ``ended(key)`` says whether that epoch is over."""
         for key in self._dirty:
-            self._pct_cache[key] = percentiles_by_metric([self._cells[key].hists])
+            self._pct_cache[key] = percentiles_by_metric([self._cells[key].hists], buckets=True)
             self._all_cache.pop((key[0], key[1]), None)
         self._dirty.clear()
         out: dict[EpochKey, VariantStats] = {}

@@ -26,6 +26,7 @@ from speclab.model.names import (
     HIST_HIGHEST_US,
     HIST_LOWEST_US,
     HIST_SIGNIFICANT_DIGITS,
+    LATENCY_BUCKETS_S,
     PERCENTILE_POINTS,
 )
 from speclab.model.snapshot import Percentiles
@@ -173,13 +174,33 @@ class LatencyHistogram:
         return f"LatencyHistogram(count={self.count}, max_us={self.max_us})"
 
 
+BUCKET_BOUNDS_US: Final = tuple(round(b * 1_000_000) for b in LATENCY_BUCKETS_S)
+
+
+def bucket_counts(items: Sequence[LatencyHistogram], bounds_us: Sequence[int] = BUCKET_BOUNDS_US) -> tuple[int, ...]:
+    """Values at or below each bound in the count-wise sum of ``items`` (cumulative, as Prometheus
+    buckets are): whole half-bucket blocks from the summary, then the counts inside one block."""
+    out = []
+    half, mag = LAYOUT.half, LAYOUT.half_mag
+    for bound in bounds_us:
+        index = LAYOUT.index_of(min(bound, HIST_HIGHEST_US))
+        block = index >> mag
+        start = block * half
+        total = 0
+        for h in items:
+            total += sum(h._blocks[:block]) + int(h._counts[start:index + 1].sum())
+        out.append(total)
+    return tuple(out)
+
+
 def merged_percentiles(
-    hists: Iterable[LatencyHistogram], points: Sequence[float] = PERCENTILE_POINTS
+    hists: Iterable[LatencyHistogram], points: Sequence[float] = PERCENTILE_POINTS, *, buckets: bool = False
 ) -> Percentiles:
-    """Percentiles of the count-wise sum of ``hists``, in one pass, without merging them."""
+    """Percentiles of the count-wise sum of ``hists``, in one pass, without merging them (and, with
+    ``buckets``, the counts at the Prometheus bucket bounds)."""
     items = [h for h in hists if h.count]
     if not items:
-        return Percentiles()
+        return Percentiles(buckets=(0,) * len(BUCKET_BOUNDS_US) if buckets else ())
     total = sum(h.count for h in items)
     if len(items) == 1:
         blocks = items[0]._blocks
@@ -203,7 +224,7 @@ def merged_percentiles(
         index = start + min(offset, stop - start - 1)
         values.append(LAYOUT.highest[index] if point else LAYOUT.lowest[index])
     mean = sum(h._median_sum for h in items) / total
-    return Percentiles(count=total, mean=mean, values=tuple(values))
+    return Percentiles(count=total, mean=mean, values=tuple(values), buckets=bucket_counts(items) if buckets else ())
 
 
 def merge_all(hists: Iterable[LatencyHistogram]) -> LatencyHistogram:

@@ -57,6 +57,12 @@ PERCENTILE_POINTS: Final[tuple[float, ...]] = (
     0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 100.0,
 )
 
+# Upper bounds (seconds) of the latency buckets speclab's own Prometheus histograms expose: one set
+# for every latency, fine enough for TPOT (ms) and wide enough for long e2e (minutes).
+LATENCY_BUCKETS_S: Final[tuple[float, ...]] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)
+
 HIST_LOWEST_US: Final = 1
 HIST_HIGHEST_US: Final = 3_600_000_000
 HIST_SIGNIFICANT_DIGITS: Final = 3

@@ -22,6 +22,9 @@ class Percentiles:
     count: int = 0
     mean: float = 0.0
     values: tuple[int, ...] = ()  # aligned with PERCENTILE_POINTS; empty when count == 0
+    # Values at or below each LATENCY_BUCKETS_S bound (cumulative, to the histogram's 3 significant
+    # digits): filled in the cumulative view, which speclab's Prometheus histograms read; else empty.
+    buckets: tuple[int, ...] = ()
 
     def at(self, percentile: float) -> int | None:
         if not self.values:

@@ -24,6 +24,7 @@ import aiohttp
 
 from speclab import __version__
 from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.exporter_http import MetricsEndpoint, serve_metrics
 from speclab.metrics.scraper import MetricsScraper
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab
@@ -161,6 +162,11 @@ class LiveSession:
         self.scrapers: dict[str, MetricsScraper] = {}
         self._down: set[str] = set()
         self._start_task: asyncio.Task[None] | None = None
+        # Bound last, once every input has been checked, and before any server starts: a port in
+        # use is bad input with nothing launched.
+        self.metrics: MetricsEndpoint | None = None
+        if options.metrics_port is not None:
+            self.metrics = serve_metrics(options.metrics_port, options.metrics_host, {"lab": self.info.lab, **self.info.pair})
 
     # -- setup -----------------------------------------------------------------------------------
 
@@ -339,6 +345,8 @@ class LiveSession:
                 self.recorder.write_closed_intervals(self.aggregator)
 
     def _publish(self, snap: Snapshot) -> None:
+        if self.metrics is not None:
+            self.metrics.collector.update(snap)
         for queue in self._subscribers:
             publish(queue, snap)
 
@@ -452,6 +460,12 @@ class LiveSession:
             if self.manager is not None:
                 await self.manager.stop()
             shutil.rmtree(self._log_dir, ignore_errors=True)  # the recording has copies
+
+    def close_metrics(self) -> None:
+        """Stop serving ``--metrics-port`` (after the front end's last use of it). Idempotent."""
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
 
     # -- LiveControls ------------------------------------------------------------------------------
 

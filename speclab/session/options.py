@@ -37,6 +37,9 @@ class RunOptions:
     changes: tuple[str, ...] = ()  # --change AT:VARIANT:KEY=VALUE[,KEY=VALUE], parsed by the session
     drain_timeout_s: float = 10.0
     keep_records: bool = True  # False for the all-day lab: memory stays bounded
+    metrics_port: int | None = None  # --metrics-port: serve speclab's own Prometheus metrics
+    metrics_host: str = "127.0.0.1"
+    metrics_hold_s: float = 0.0  # keep serving the final metrics this long after the run (a last scrape)
 
 
 def load_scenario(name_or_path: str | Path) -> tuple[Scenario, Path]:

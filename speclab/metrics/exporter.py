@@ -1,0 +1,205 @@
+"""speclab's own metrics for Prometheus: a collector over the newest snapshot of the stream.
+
+Counters and histograms are the snapshot's cumulative view of every config epoch (``epochs``),
+which is what a Prometheus counter is: everything since the start, late records included, warm-up
+excluded, never summed across epochs — so they equal the report built from the final snapshot. Per
+interval views would not do: an interval holds a variant's newest epoch only, and records that
+arrive after their interval closed are in the cumulative view alone. Every series is labelled
+``variant``, ``epoch`` and ``class`` (no "all" row: Prometheus sums). ``speclab_config_info`` has one
+series per variant, its current epoch's configuration as labels, so a relaunch ends one series and
+starts another; ``speclab_variant_epoch`` steps at the same moment, for ``changes()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from speclab.model.names import LATENCY_BUCKETS_S
+from speclab.model.names import Metric as Latency
+from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot
+
+PREFIX: Final = "speclab_"
+KEY_LABELS: Final = ("variant", "epoch", "class")
+# Each latency of CONVENTIONS' definitions as a histogram: name (without prefix), help.
+LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {
+    Latency.E2E: ("request_e2e_seconds", "End-to-end latency, sent to done."),
+    Latency.E2E_CORRECTED: ("request_e2e_corrected_seconds", "End-to-end latency from the intended send time."),
+    Latency.TTFT: ("request_ttft_seconds", "Time to first token, sent to first output token."),
+    Latency.TTFT_CORRECTED: ("request_ttft_corrected_seconds", "Time to first token from the intended send time."),
+    Latency.TPOT: ("request_tpot_seconds", "Time per output token after the first: (last - first) / (tokens - 1)."),
+    Latency.SERVER_QUEUE: ("request_queue_seconds", "Server queue time, from the response's per-request metrics."),
+    Latency.SERVER_PREFILL: ("request_prefill_seconds", "Server prefill time, from the per-request metrics."),
+    Latency.SERVER_DECODE: ("request_decode_seconds", "Server decode time, from the per-request metrics."),
+    Latency.SCHEDULE_LAG: ("request_schedule_lag_seconds", "Load generator lag: sent minus intended."),
+}
+CONFIG_LABELS: Final = ("variant", "epoch", "label", "lab", "target_model", "target_revision", "draft_model",
+                        "draft_revision", "method", "k", "max_num_seqs", "max_num_batched_tokens",
+                        "enable_chunked_prefill", "simulated")
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class SpeclabCollector(Collector):
+    """Serves the newest snapshot handed to ``update`` (called by the session for every one).
+
+    ``run`` holds facts fixed for the run (``lab`` and the pair's keys, as reports carry them).
+    """
+
+    def __init__(self, run: Mapping[str, Any] | None = None) -> None:
+        self._run = dict(run or {})
+        self._snapshot: Snapshot | None = None
+
+    def update(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot  # one reference swap: the HTTP thread reads whole snapshots only
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    def describe(self) -> list[Metric]:
+        return []  # series come and go with variants and epochs; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._snapshot
+        yield from self._run_series(snap)
+        if snap is None:
+            return
+        rows = [((variant, str(e.info.epoch), cls), stats)
+                for variant, epochs in snap.epochs.items() for e in epochs
+                for cls, stats in e.stats.classes.items() if cls != ALL_CLASSES]
+        yield from _counters(rows)
+        yield from _histograms(rows)
+        yield from self._config(snap)
+        yield from _health(snap)
+        yield from _transitions(snap)
+
+    def _run_series(self, snap: Snapshot | None) -> Iterator[Metric]:
+        t = GaugeMetricFamily(PREFIX + "run_elapsed_seconds", "Run clock (modelled time under a time scale).")
+        t.add_metric([], snap.t if snap else 0.0)
+        done = GaugeMetricFamily(PREFIX + "run_finished", "1 once the final snapshot is out.")
+        done.add_metric([], 1.0 if snap and snap.finished else 0.0)
+        yield t
+        yield done
+
+    def _config(self, snap: Snapshot) -> Iterator[Metric]:
+        info = GaugeMetricFamily(PREFIX + "config_info", "Each variant's current configuration (value 1); a relaunch "
+                                 "ends one label set and starts the next.", labels=CONFIG_LABELS)
+        epoch = GaugeMetricFamily(PREFIX + "variant_epoch", "Each variant's current config epoch.", labels=["variant"])
+        run = self._run
+        for variant, epochs in snap.epochs.items():
+            if not epochs:
+                continue
+            current = epochs[-1].info
+            s = current.settings
+            k = s.get("num_speculative_tokens") or 0
+            speculative = bool(k)
+            values = {
+                "variant": variant, "epoch": str(current.epoch), "label": current.label or variant,
+                "lab": run.get("lab"), "target_model": run.get("target_model"),
+                "target_revision": run.get("target_revision"),
+                "draft_model": run.get("draft_model") if speculative else "",
+                "draft_revision": run.get("draft_revision") if speculative else "",
+                "method": (s.get("method") or run.get("draft_method")) if speculative else "",
+                "k": k, "max_num_seqs": s.get("max_num_seqs"), "max_num_batched_tokens": s.get("max_num_batched_tokens"),
+                "enable_chunked_prefill": s.get("enable_chunked_prefill"), "simulated": snap.simulated,
+            }
+            info.add_metric([_text(values[k]) for k in CONFIG_LABELS], 1.0)
+            epoch.add_metric([variant], float(current.epoch))
+        yield info
+        yield epoch
+
+
+def _counters(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[Metric]:
+    def family(name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
+        return CounterMetricFamily(PREFIX + name, doc, labels=[*KEY_LABELS, *extra])
+
+    requests = family("requests", "Requests that finished successfully (warm-up excluded).")
+    errors = family("request_errors", "Requests that failed, by error kind (CONVENTIONS' kinds).", ("kind",))
+    tokens = family("output_tokens", "Output tokens of successful requests.")
+    drafted = family("spec_decode_draft_tokens", "Draft tokens proposed.")
+    accepted = family("spec_decode_accepted_tokens", "Draft tokens accepted by the target.")
+    steps = family("spec_decode_verify_steps", "Verify steps (verifications); per request = this / requests.")
+    s_total = family("structured_output_requests", "Responses that had a JSON schema, regex or grammar.")
+    s_failed = family("structured_output_failures", "Responses that failed their schema / regex / grammar.")
+    for key, c in rows:
+        labels = list(key)
+        requests.add_metric(labels, c.requests)
+        for kind, n in sorted(c.errors.items()):
+            errors.add_metric([*labels, kind], n)
+        tokens.add_metric(labels, c.output_tokens)
+        drafted.add_metric(labels, c.acceptance.drafted)
+        accepted.add_metric(labels, c.acceptance.accepted)
+        steps.add_metric(labels, c.acceptance.steps)
+        s_total.add_metric(labels, c.structured_total)
+        s_failed.add_metric(labels, c.structured_failed)
+    yield from (requests, errors, tokens, drafted, accepted, steps, s_total, s_failed)
+
+
+def _histograms(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[Metric]:
+    bounds = [_text(float(b)) for b in LATENCY_BUCKETS_S]
+    for metric, (name, doc) in LATENCY_SERIES.items():
+        family = HistogramMetricFamily(PREFIX + name, doc, labels=list(KEY_LABELS))
+        for key, c in rows:
+            p = c.latency.get(metric.value)
+            if p is None or not p.count or not p.buckets:
+                continue
+            buckets = [*zip(bounds, (float(n) for n in p.buckets), strict=True), ("+Inf", float(p.count))]
+            family.add_metric(list(key), buckets, sum_value=p.mean * p.count / 1_000_000.0)
+        yield family
+    length = HistogramMetricFamily(PREFIX + "spec_decode_acceptance_length",
+                                   "Tokens per verify step, bonus token included (1 + drafts accepted in the step).",
+                                   labels=list(KEY_LABELS))
+    for key, c in rows:
+        hist = c.acceptance.histogram
+        if not hist or not sum(hist):
+            continue
+        cumulative, buckets = 0, []
+        for j, n in enumerate(hist):
+            cumulative += n
+            buckets.append((str(float(j + 1)), float(cumulative)))
+        buckets.append(("+Inf", float(cumulative)))
+        length.add_metric(list(key), buckets, sum_value=float(sum((j + 1) * n for j, n in enumerate(hist))))
+    yield length
+
+
+def _health(snap: Snapshot) -> Iterator[Metric]:
+    h = snap.health
+    for name, doc, value in (
+        ("client_schedule_lag_p99_seconds", "The load generator's schedule lag p99 in its last report.",
+         h.schedule_lag_p99_ms / 1000.0),
+        ("client_loop_lag_max_seconds", "The load generator's worst event-loop lag in its last report.",
+         h.loop_lag_max_ms / 1000.0),
+        ("client_cpu_ratio", "The busiest traffic worker's CPU use, 1 = one core.", h.cpu_percent / 100.0),
+        ("client_in_flight_requests", "Requests in flight at the workers' last report.", float(h.in_flight)),
+        ("client_saturated", "1 while the load generator cannot keep up (its numbers describe itself).",
+         1.0 if h.saturated else 0.0),
+    ):
+        g = GaugeMetricFamily(PREFIX + name, doc)
+        g.add_metric([], value)
+        yield g
+    sat = CounterMetricFamily(PREFIX + "client_saturated_intervals", "Intervals in which the client could not keep up.")
+    sat.add_metric([], float(len(snap.saturated_intervals)))
+    yield sat
+
+
+def _transitions(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["variant", "from_epoch", "to_epoch"]
+    requests = CounterMetricFamily(PREFIX + "transition_requests", "Requests that fell in a relaunch's transition "
+                                   "(reported in neither epoch).", labels=labels)
+    errors = CounterMetricFamily(PREFIX + "transition_request_errors", "Failed requests among them.", labels=labels)
+    for t in snap.transitions:
+        key = [t.variant, str(t.from_epoch), str(t.to_epoch)]
+        requests.add_metric(key, float(t.requests))
+        errors.add_metric(key, float(t.error_count))
+    yield requests
+    yield errors
