@@ -176,7 +176,8 @@ def layout(all_rows: list[Row]) -> list[dict[str, Any]]:
     return out
 
 
-def dashboard(w: Windows, extra_rows: list[Row] | None = None) -> dict[str, Any]:
+def dashboard(w: Windows, extra_rows: list[Row] | None = None, extra_annotations: list[dict[str, Any]] | None = None,
+              extra_variables: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
         "uid": UID, "title": "vLLM speculative decoding (speclab)",
         "description": "Acceptance, rejection spikes, verifications per request and the latency split of vLLM "
@@ -184,6 +185,7 @@ def dashboard(w: Windows, extra_rows: list[Row] | None = None) -> dict[str, Any]
         "tags": ["vllm", "speculative-decoding", "speclab"], "timezone": "browser", "editable": True,
         "graphTooltip": 1, "schemaVersion": 39, "version": 1, "refresh": "30s",
         "time": {"from": "now-6h", "to": "now"}, "links": [],
-        "annotations": {"list": annotation_list(w)}, "templating": {"list": templating()},
+        "annotations": {"list": [*annotation_list(w), *(extra_annotations or [])]},
+        "templating": {"list": [*templating(), *(extra_variables or [])]},
         "panels": layout([*rows(w), *(extra_rows or [])]),
     }

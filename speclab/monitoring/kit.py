@@ -18,7 +18,7 @@ import yaml
 
 from speclab.model.errors import InputError
 
-from . import dashboard, rule_tests, rules
+from . import dashboard, rule_tests, rules, speclab_row
 from .promql import parse_duration
 from .rules import Windows
 
@@ -66,7 +66,10 @@ class Kit:
             rules.RECORDING_FILE: to_yaml(rules.recording_file(w)),
             rules.ALERTS_FILE: to_yaml(rules.alerts_file(w)),
             **{name: to_yaml(doc) for name, doc in rule_tests.files(w).items()},
-            DASHBOARD_FILE: json.dumps(dashboard.dashboard(w), indent=2, ensure_ascii=False) + "\n",
+            DASHBOARD_FILE: json.dumps(dashboard.dashboard(w, [speclab_row.speclab_row()],
+                                                           [speclab_row.relaunch_annotation(w)],
+                                                           [speclab_row.variant_variable()]),
+                                       indent=2, ensure_ascii=False) + "\n",
         }
         return cls(files)
 

@@ -108,16 +108,18 @@ def test_dashboard_grid_ids_datasource_and_selectors() -> None:
         assert not cells & mine, p["title"]
         cells |= mine
     assert [r["title"] for r in board["panels"] if r["type"] == "row"] == [
-        "Speculative decoding (vLLM)", "Latency split (vLLM)"]
+        "Speculative decoding (vLLM)", "Latency split (vLLM)", "speclab load generator (--metrics-port)"]
     for p in _panels(board):
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         for t in p["targets"]:
             for m in re.finditer(VLLM_NAME, t["expr"]):
                 assert t["expr"][m.end():].startswith('{job=~"$job",instance=~"$instance",model_name=~"$model_name"}')
+            for m in re.finditer(r"speclab_[a-z_]+_(total|bucket)\b", t["expr"]):
+                assert t["expr"][m.end():].startswith('{variant=~"$variant"}'), t["expr"]
     titles = {p["title"] for p in _panels(board)}
     assert {"Rejection rate", "Mean acceptance length", "Acceptance by draft position", "Verifications per request",
             "Queue time", "Prefill time", "Decode time", "End-to-end latency", "Time to first token"} <= titles
-    assert {v["name"] for v in board["templating"]["list"]} == {"datasource", "job", "instance", "model_name"}
+    assert {v["name"] for v in board["templating"]["list"]} == {"datasource", "job", "instance", "model_name", "variant"}
 
 
 def _referenced_names() -> set[str]:

@@ -108,15 +108,36 @@ class Sim:
         stop(self.proc)
 
 
+class SpeclabRun:
+    """A real ``speclab run`` (its simulators included) serving ``--metrics-port`` in the background."""
+
+    def __init__(self, args: list[str], metrics_port: int, report: Path, log_path: Path) -> None:
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        self.report = report
+        self.log_path = log_path
+        with log_path.open("w") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "speclab.cli.main", "run", *args, "--metrics-port",
+                                          str(metrics_port), "--report", str(report)], cwd=ROOT, stdout=log,
+                                         stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
 class Prometheus:
     """The real server: 1 s scrapes and rule evaluation, storage under a temporary directory."""
 
-    def __init__(self, tmp: Path, targets: list[str], rule_files: list[Path]) -> None:
+    def __init__(self, tmp: Path, targets: list[str], rule_files: list[Path],
+                 other_jobs: dict[str, list[str]] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        jobs = {"vllm": targets, **(other_jobs or {})}
         config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
                   "rule_files": [str(p) for p in rule_files],
-                  "scrape_configs": [{"job_name": "vllm", "static_configs": [{"targets": targets}]}]}
+                  "scrape_configs": [{"job_name": job, "static_configs": [{"targets": t}]} for job, t in jobs.items()]}
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log_path = tmp / "prometheus.log"
         assert PROMETHEUS is not None

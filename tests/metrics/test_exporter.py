@@ -1,0 +1,143 @@
+"""speclab's Prometheus collector over snapshots: every series against the snapshot it came from.
+
+The traffic is the relaunch scenario of ``test_epochs`` (k4 relaunched with k=6 at 10.4 s, its new
+server answering at 12.6 s): counters per (variant, epoch, class) must equal the final snapshot's
+epochs, buckets must equal an exact count of the recorded values, and ``speclab_config_info`` must
+name the current epoch only.
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from speclab.metrics.cells import METRIC_VALUES
+from speclab.metrics.exporter import SpeclabCollector
+from speclab.metrics.exporter_http import serve_metrics
+from speclab.model.errors import InputError
+from speclab.model.names import LATENCY_BUCKETS_S, Metric
+from speclab.model.snapshot import Snapshot
+
+from .test_epochs import aggregate, traffic
+
+RUN = {"lab": "default", "target_model": "meta-llama/Llama-3.1-8B-Instruct", "target_revision": "main",
+       "draft_model": "meta-llama/Llama-3.2-1B-Instruct", "draft_revision": "abc123", "draft_method": "draft_model"}
+
+
+def _samples(snap: Snapshot) -> dict[str, list[tuple[dict[str, str], float]]]:
+    collector = SpeclabCollector(RUN)
+    collector.update(snap)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def _one(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    found = [v for lab, v in samples.get(name, []) if all(lab.get(k) == x for k, x in labels.items())]
+    assert len(found) == 1, (name, labels, found)
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def final() -> tuple[Snapshot, Any]:
+    records = traffic()
+    agg = aggregate(records)
+    return agg.snapshot(20.0, finished=True), records
+
+
+def test_counters_equal_the_snapshots_epochs(final: tuple[Snapshot, Any]) -> None:
+    snap, _ = final
+    samples = _samples(snap)
+    seen = 0
+    for variant, epochs in snap.epochs.items():
+        for e in epochs:
+            c = e.stats.classes["qa"]
+            key = {"variant": variant, "epoch": str(e.info.epoch), "class": "qa"}
+            assert _one(samples, "speclab_requests_total", **key) == c.requests
+            assert _one(samples, "speclab_spec_decode_draft_tokens_total", **key) == c.acceptance.drafted
+            assert _one(samples, "speclab_spec_decode_accepted_tokens_total", **key) == c.acceptance.accepted
+            assert _one(samples, "speclab_spec_decode_verify_steps_total", **key) == c.acceptance.steps
+            assert _one(samples, "speclab_output_tokens_total", **key) == c.output_tokens
+            for kind, n in c.errors.items():
+                assert _one(samples, "speclab_request_errors_total", **key, kind=kind) == n
+            seen += 1
+    assert seen == 3  # baseline epoch 1, k4 epochs 1 and 2: never summed across epochs
+    assert not any(lab.get("class") == "all" for lab, _ in samples["speclab_requests_total"])
+    assert _one(samples, "speclab_spec_decode_draft_tokens_total", variant="k4", epoch="2", **{"class": "qa"}) > 0
+
+
+def test_latency_buckets_count_the_recorded_values(final: tuple[Snapshot, Any]) -> None:
+    snap, records = final
+    samples = _samples(snap)
+    mine = [r for r in records if r.variant == "k4" and r.epoch == 2 and r.ok and not r.warmup]
+    values = sorted(METRIC_VALUES[Metric.E2E](r) or 0.0 for r in mine)
+    key = {"variant": "k4", "epoch": "2", "class": "qa"}
+    buckets = {lab["le"]: v for lab, v in samples["speclab_request_e2e_seconds_bucket"]
+               if all(lab.get(k) == x for k, x in key.items())}
+    assert list(buckets) == [*(str(float(b)) for b in LATENCY_BUCKETS_S), "+Inf"]
+    for bound in LATENCY_BUCKETS_S:
+        exact = sum(v <= bound for v in values)
+        within = sum(v <= bound * 1.001 for v in values)  # 3 significant digits
+        assert exact <= buckets[str(float(bound))] <= within, bound
+    assert buckets["+Inf"] == len(values) == _one(samples, "speclab_request_e2e_seconds_count", **key)
+    assert _one(samples, "speclab_request_e2e_seconds_sum", **key) == pytest.approx(sum(values), rel=1e-3)
+
+
+def test_acceptance_length_histogram_is_per_verify_step(final: tuple[Snapshot, Any]) -> None:
+    snap, _ = final
+    samples = _samples(snap)
+    acc = snap.epochs["k4"][1].stats.classes["qa"].acceptance
+    key = {"variant": "k4", "epoch": "2", "class": "qa"}
+    buckets = {lab["le"]: v for lab, v in samples["speclab_spec_decode_acceptance_length_bucket"]
+               if all(lab.get(k) == x for k, x in key.items())}
+    assert list(buckets) == [str(float(j)) for j in range(1, 8)] + ["+Inf"]  # k=6: 1..7 tokens per step
+    assert buckets["+Inf"] == acc.steps == _one(samples, "speclab_spec_decode_acceptance_length_count", **key)
+    assert _one(samples, "speclab_spec_decode_acceptance_length_sum", **key) == acc.steps + acc.accepted
+
+
+def test_config_info_names_each_variants_current_epoch(final: tuple[Snapshot, Any]) -> None:
+    snap, _ = final
+    samples = _samples(snap)
+    info = {lab["variant"]: lab for lab, v in samples["speclab_config_info"] if v == 1.0}
+    assert len(samples["speclab_config_info"]) == 2
+    assert info["k4"]["epoch"] == "2" and info["k4"]["k"] == "6" and info["k4"]["label"].startswith("k4·2")
+    assert info["k4"]["draft_model"] == RUN["draft_model"] and info["k4"]["draft_revision"] == "abc123"
+    assert info["k4"]["method"] == "draft_model"
+    assert info["baseline"]["k"] == "0" and info["baseline"]["draft_model"] == ""
+    assert _one(samples, "speclab_variant_epoch", variant="k4") == 2
+    assert _one(samples, "speclab_run_finished") == 1
+    transition = snap.transitions[0]
+    assert _one(samples, "speclab_transition_requests_total", variant="k4", from_epoch="1",
+                to_epoch="2") == transition.requests
+
+
+def test_before_the_first_snapshot_only_the_run_series_exist() -> None:
+    collector = SpeclabCollector()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    names = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    assert names == {"speclab_run_elapsed_seconds", "speclab_run_finished"}
+
+
+def test_endpoint_serves_and_a_port_in_use_is_bad_input(final: tuple[Snapshot, Any]) -> None:
+    endpoint = serve_metrics(0, run=RUN)
+    try:
+        endpoint.collector.update(final[0])
+        with urllib.request.urlopen(endpoint.url, timeout=5) as r:
+            body = r.read().decode()
+        assert 'speclab_config_info{' in body and "speclab_request_tpot_seconds_bucket" in body
+        with pytest.raises(InputError, match=rf"--metrics-port {endpoint.port}: 127.0.0.1:{endpoint.port} is already in use"):
+            serve_metrics(endpoint.port)
+    finally:
+        endpoint.close()
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):  # closed: nobody listens there now
+        s.connect(("127.0.0.1", endpoint.port))
