@@ -24,7 +24,8 @@ class Percentiles:
     values: tuple[int, ...] = ()  # aligned with PERCENTILE_POINTS; empty when count == 0
     # Values at or below each LATENCY_BUCKETS_S bound (cumulative, to the histogram's 3 significant
     # digits): filled in the cumulative view, which speclab's Prometheus histograms read; else empty.
-    buckets: tuple[int, ...] = ()
+    # Left out of equality: two views of one distribution are equal whether or not they counted them.
+    buckets: tuple[int, ...] = field(default=(), compare=False)
 
     def at(self, percentile: float) -> int | None:
         if not self.values:
