@@ -157,11 +157,36 @@ def _drill(doc: dict[str, Any]) -> list[str]:
               "|---|---|---|---|---|",
               f"| {_f(d.get('rollback_s'), '.3f')} | {_f(d.get('drain_s'), '.3f')} | {d.get('in_flight_at_flip')} "
               f"| {d.get('failed_during_flip')} | {d.get('converged')} |", ""]
-    tenants = d.get("tenants") or {}
+    if d.get("limit_s") is not None:
+        lines += [f"Rollback limit {d['limit_s']:g} s" + (f", rolled back by {d['rollback_by']}" if d.get("rollback_by")
+                                                          else "") + ".", ""]
+    return lines + _tenants(d.get("tenants") or {})
+
+
+def _tenants(tenants: dict[str, Any]) -> list[str]:
+    """Per tenant: each phase of the drill as a row where the drill reports phases, else its scalar facts."""
+    lines: list[str] = []
+    phased = {n: f for n, f in tenants.items() if isinstance(f, dict) and isinstance(f.get("phases"), dict)}
+    if phased:
+        lines += ["| tenant | role | phase | pool | served by | requests | errors | e2e p50 / p99 ms | rejection rate "
+                  "| structured failures |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, facts in phased.items():
+            for phase, p in facts["phases"].items():
+                served = ", ".join(f"{b} {n}" for b, n in (p.get("backends") or {}).items()) or "–"
+                lines.append(f"| {name} | {facts.get('role') or '–'} | {phase} | {p.get('pool') or '–'} | {served} "
+                             f"| {p.get('requests')} | {p.get('errors')} | {_f(p.get('e2e_p50_ms'))} / "
+                             f"{_f(p.get('e2e_p99_ms'))} | {_pct(p.get('rejection_rate'))} "
+                             f"| {_pct(p.get('structured_failure_rate'))} |")
+        lines.append("")
     for name, facts in tenants.items():
-        shown = ", ".join(f"{k}={v}" for k, v in facts.items()) if isinstance(facts, dict) else str(facts)
+        if name in phased:
+            continue
+        if isinstance(facts, dict):
+            shown = ", ".join(f"{k}={v}" for k, v in facts.items() if not isinstance(v, (dict, list)))
+        else:
+            shown = str(facts)
         lines.append(f"- tenant {name}: {shown}")
-    return [*lines, ""] if tenants else lines
+    return [*lines, ""] if lines and lines[-1] else lines
 
 
 def render_release(doc: dict[str, Any], sweep_md: str | None = None) -> str:

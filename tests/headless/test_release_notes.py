@@ -27,9 +27,13 @@ DATA = Path(__file__).with_name("data")
 ACCEPT = json.loads((DATA / "accept" / "report.json").read_text())
 ORDER = ["tokenizer_alignment", "golden", "equivalence", "structured", "latency_curve", "stress", "canary",
          "rollback_drill"]
+PHASE = {"pool": "k4", "backends": {"k4": 76}, "requests": 76, "errors": 0, "e2e_p50_ms": 92.735,
+         "e2e_p99_ms": 628.223, "rejection_rate": 0.2784, "structured_failure_rate": 0.0}
 DRILL_BLOCK = {"rollback_s": 0.412, "drain_s": 1.87, "in_flight_at_flip": 5, "failed_during_flip": 0,
-               "converged": True, "tenants": {"A": {"backend_before": "baseline", "backend_after": "baseline"},
-                                              "B": {"backend_before": "k4", "backend_after": "baseline"}}}
+               "converged": True, "limit_s": 2.0,
+               "tenants": {"A": {"backend_before": "baseline", "backend_after": "baseline"},
+                           "B": {"role": "canary", "phases": {"canary": PHASE, "rolled_back": {
+                               **PHASE, "pool": "baseline", "backends": {"baseline": 46}, "rejection_rate": None}}}}}
 
 
 def _sweep(directory: Path, pair: dict[str, Any], *, plots: bool = True) -> Path:
@@ -149,7 +153,10 @@ def test_rollback_drill_section(note: tuple[dict[str, Any], str, Path]) -> None:
     doc, md, _ = note
     assert doc["drill"]["rollback_s"] == 0.412 and doc["drill"]["verdict"] == "passed"
     assert "| 0.412 | 1.870 | 5 | 0 | True |" in md
-    assert "- tenant B: backend_before=k4, backend_after=baseline" in md
+    assert "- tenant A: backend_before=baseline, backend_after=baseline" in md
+    assert "| B | canary | canary | k4 | k4 76 | 76 | 0 | 92.7 / 628.2 | 27.8% | 0.0% |" in md
+    assert "| B | canary | rolled_back | baseline | baseline 46 | 76 | 0 | 92.7 / 628.2 | – | 0.0% |" in md
+    assert "Rollback limit 2 s." in md
 
 
 def test_a_note_without_a_drill_says_so(inputs: dict[str, Path], tmp_path: Path) -> None:
