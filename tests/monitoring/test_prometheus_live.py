@@ -1,21 +1,18 @@
-"""The kit against a real Prometheus scraping a real simulator and a running `speclab run`.
+"""The kit against a real Prometheus scraping a real simulator: every panel, annotation and rule.
 
 One Prometheus (1 s scrapes and rule evaluation, the kit's rule files loaded) scrapes a simulator
 serving sim-8b with a k=2 draft; after a little traffic the simulator is relaunched on the same
 port with k=3 and another memory utilization (a restart, a draft-length change and a cache-config
-change at once), and gets a little more traffic. Meanwhile a real ``speclab run --metrics-port``
-(the mixed scenario on its own simulators, k2 relaunched with k=3 part way) is scraped as job
-``speclab`` and holds its final figures after it ends. Then each dashboard query (as Grafana sends
-it, a range query with the variables at "All"), each annotation, each recorded series and each
-alert's inputs must return data; every rule must evaluate without error, no alert fires on the
-steady simulator, speclab's counters in Prometheus equal its report's, and its exposition passes
-``promtool check metrics`` clean.
+change at once), and gets a little more traffic. Then each dashboard query (as Grafana sends it,
+a range query with the variables at "All"), each annotation, each recorded series and each alert's
+inputs must return data; every rule must evaluate without error, and no alert fires on the steady
+simulator. The dashboard's speclab row, its variable and its relaunch annotation read speclab's own
+exporter: ``test_speclab_exporter_live`` checks those against a running ``speclab run``.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -28,24 +25,12 @@ import pytest
 from speclab.monitoring import rules
 from speclab.monitoring.kit import DASHBOARD_FILE, write_kit
 
-from .tools import (
-    PROMTOOL,
-    Prometheus,
-    Sim,
-    SpeclabRun,
-    free_port,
-    has_data,
-    http_get,
-    needs_prometheus,
-    wait_for,
-)
+from .tools import Prometheus, Sim, free_port, has_data, needs_prometheus, wait_for
 
 pytestmark = needs_prometheus
 
 MODEL = "sim-8b"
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$job": ".*", "$instance": ".*", "$model_name": ".*", "$variant": ".*"}
-SPECLAB_RUN = ["mixed", "--variants", "baseline,k2", "--duration", "12", "--rate", "3",
-               "--change", "5:k2:num_speculative_tokens=3", "--metrics-hold", "600"]
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$job": ".*", "$instance": ".*", "$model_name": ".*"}
 
 
 def _sim_args(k: int, memory: str) -> list[str]:
@@ -68,12 +53,12 @@ class Live:
     recording: list[dict[str, Any]]
     alerts: list[dict[str, Any]]
     marked_before_relaunch: list[str]
-    speclab: SpeclabRun
 
 
 def _panel_targets(board: dict[str, Any]) -> list[tuple[str, str]]:
+    """The vLLM rows' queries (the speclab row reads speclab's exporter, not scraped here)."""
     return [(f"{p['title']} [{t['refId']}]", t["expr"]) for p in board["panels"] if p["type"] != "row"
-            for t in p["targets"]]
+            for t in p["targets"] if "vllm:" in t["expr"]]
 
 
 def _missing(live: Live, named: list[tuple[str, str]], *, ranged: bool) -> list[str]:
@@ -88,7 +73,7 @@ def _missing(live: Live, named: list[tuple[str, str]], *, ranged: bool) -> list[
 
 
 def _annotations(board: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(a["name"], a["expr"]) for a in board["annotations"]["list"] if "expr" in a]
+    return [(a["name"], a["expr"]) for a in board["annotations"]["list"] if "expr" in a and "vllm:" in a["expr"]]
 
 
 def _recorded(live: Live) -> list[tuple[str, str]]:
@@ -113,13 +98,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("prometheus-live")
     kit = tmp / "kit"
     write_kit(kit)
-    port, metrics_port = free_port(), free_port()
+    port = free_port()
     with ExitStack() as stack:
         start = time.time()
         first = Sim(_sim_args(2, "0.9"), port, tmp / "sim-k2.log")
         stack.callback(first.stop)
-        prom = Prometheus(tmp, [f"127.0.0.1:{port}"], sorted(kit.glob("*.rules.yml")),
-                          {"speclab": [f"127.0.0.1:{metrics_port}"]})
+        prom = Prometheus(tmp, [f"127.0.0.1:{port}"], sorted(kit.glob("*.rules.yml")))
         stack.callback(prom.stop)
         wait_for("first successful scrape", lambda: prom.query('up{job="vllm"} == 1') or None, 30,
                  prom.proc, prom.log)
@@ -128,8 +112,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                  prom.proc, prom.log)
         board = json.loads((kit / DASHBOARD_FILE).read_text())
         quiet = [name for name, expr in _annotations(board) if has_data(prom.query(as_grafana_sends(expr)))]
-        speclab = SpeclabRun(SPECLAB_RUN, metrics_port, tmp / "speclab-report", tmp / "speclab-run.log")
-        stack.callback(speclab.stop)
         first.stop()
         second = Sim(_sim_args(3, "0.85"), port, tmp / "sim-k3.log")
         stack.callback(second.stop)
@@ -140,9 +122,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         recording = [r for g in rules.recording_file(rules.Windows.for_scrape_interval(15))["groups"]
                      for r in g["rules"]]
         alerts = rules.alerts_file(rules.Windows.for_scrape_interval(15))["groups"][0]["rules"]
-        wait_for("speclab run finished and scraped", lambda: prom.query('speclab_run_finished{job="speclab"} == 1')
-                 or None, 150, speclab.proc, speclab.log)
-        state = Live(prom, start, board, recording, alerts, quiet, speclab)
+        state = Live(prom, start, board, recording, alerts, quiet)
         wait_for("every panel, annotation and recorded series with data", lambda: not _everything(state) or None,
                  30, prom.proc, lambda: f"still without data: {_everything(state)}\n{prom.log()}")
         yield state
@@ -156,15 +136,14 @@ def test_every_dashboard_panel_query_returns_data(live: Live) -> None:
 
 def test_every_annotation_marks_the_relaunch_and_nothing_before_it(live: Live) -> None:
     annotations = _annotations(live.dashboard)
-    assert {name for name, _ in annotations} == {"vLLM restart", "Draft length change", "Cache config change",
-                                                 "speclab relaunch"}
+    assert {name for name, _ in annotations} == {"vLLM restart", "Draft length change", "Cache config change"}
     assert live.marked_before_relaunch == []
     assert _missing(live, annotations, ranged=True) == []
 
 
 def test_dashboard_variables_list_the_server(live: Live) -> None:
     for var in live.dashboard["templating"]["list"]:
-        if var["type"] != "query":
+        if var["type"] != "query" or "vllm:" not in var["definition"]:
             continue
         metric = as_grafana_sends(var["definition"].removeprefix("label_values(").rsplit(",", 1)[0])
         values = {s["metric"].get(var["name"]) for s in live.prom.query(metric)}
@@ -193,43 +172,3 @@ def test_alert_inputs_have_data_and_no_alert_fires_on_a_steady_server(live: Live
 def test_the_kit_under_test_is_the_one_users_get(live: Live, tmp_path: Path) -> None:
     write_kit(tmp_path / "kit")
     assert json.loads((tmp_path / "kit" / DASHBOARD_FILE).read_text()) == live.dashboard
-
-
-def _report_counts(report: dict[str, Any], field: str) -> dict[tuple[str, str, str], float]:
-    out = {}
-    for variant, v in report["variants"].items():
-        for e in v["epochs"]:
-            for cls, block in e["classes"].items():
-                if cls != "all":
-                    value = block["requests"] if field == "requests" else block["acceptance"][field]
-                    out[(variant, str(e["epoch"]), cls)] = float(value)
-    return out
-
-
-def _prometheus_counts(live: Live, metric: str) -> dict[tuple[str, str, str], float]:
-    return {(s["metric"]["variant"], s["metric"]["epoch"], s["metric"]["class"]): float(s["value"][1])
-            for s in live.prom.query(f'{metric}{{job="speclab"}}')}
-
-
-def test_speclab_counts_in_prometheus_equal_its_report(live: Live) -> None:
-    report = json.loads((live.speclab.report / "report.json").read_text())
-    assert [len(v["epochs"]) for v in report["variants"].values()] == [1, 2]  # k2 relaunched with k=3
-    requests = _prometheus_counts(live, "speclab_requests_total")
-    assert requests == _report_counts(report, "requests")
-    assert sum(requests.values()) > 0
-    assert _prometheus_counts(live, "speclab_spec_decode_draft_tokens_total") == _report_counts(report, "drafted")
-    assert _prometheus_counts(live, "speclab_spec_decode_accepted_tokens_total") == _report_counts(report, "accepted")
-    info = {s["metric"]["epoch"]: s["metric"] for s in live.prom.query_range(
-        'speclab_config_info{job="speclab",variant="k2"}', live.start, time.time())}
-    assert info["1"]["k"] == "2" and info["2"]["k"] == "3"  # the relaunch ended one series and began the next
-    assert info["2"]["draft_model"] == report["pair"]["draft_model"]
-
-
-@pytest.mark.skipif(PROMTOOL is None, reason="promtool not on PATH (Debian package prometheus)")
-def test_promtool_check_metrics_is_clean_on_speclabs_exposition(live: Live) -> None:
-    status, exposition = http_get(live.speclab.metrics_url)
-    assert status == 200 and "speclab_request_e2e_corrected_seconds_bucket" in exposition
-    assert PROMTOOL is not None
-    proc = subprocess.run([PROMTOOL, "check", "metrics"], input=exposition, capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
