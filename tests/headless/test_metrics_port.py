@@ -23,7 +23,7 @@ def test_a_port_in_use_is_exit_2_with_one_line_and_nothing_started(command: list
                               timeout=60, check=False)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stderr.splitlines() == [f"speclab: error: --metrics-port {port}: 127.0.0.1:{port} is already in use"]
-    assert "servers ready" not in proc.stdout and not (tmp_path / "report").exists()
+    assert "servers ready" not in proc.stdout and not (tmp_path / "report" / "report.json").exists()
 
 
 def test_a_port_out_of_range_is_refused_by_the_option() -> None:
