@@ -14,6 +14,7 @@ from .base import DefaultGroup, _guard
 from .drill import drill
 from .gateway import gateway
 from .options import attach_options, run_options
+from .sweep import sweep
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -141,6 +142,7 @@ def release_notes(directories: tuple[Path, ...], out: Path) -> None:
 
 cli.add_command(gateway)
 cli.add_command(drill)
+cli.add_command(sweep)
 
 
 def main() -> None:

@@ -1,0 +1,139 @@
+"""`speclab sweep LAB [SCENARIO]`: the draft-length and batch grid over a load ladder.
+
+Lists are comma-separated (``--k 0,2,4``, ``--concurrency 1,8,32``, ``--chunked-prefill on,off``);
+``--schedule`` (repeatable) takes vLLM's per-batch form as ``START-END:K,...``. Everything is
+validated before a server starts: a bad grid is one line naming the field, exit 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .base import _guard
+
+QUICK_K = "0,2,4"
+QUICK_CELL_S = 5.0
+QUICK_WARMUP_S = 1.0
+DEFAULT_CELL_S = 20.0
+DEFAULT_WARMUP_S = 3.0
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    lab: str
+    scenario: str
+    report_dir: Path | None
+    k: str | None
+    schedules: tuple[str, ...]
+    max_num_seqs: str | None
+    max_num_batched_tokens: str | None
+    chunked_prefill: str | None
+    concurrency: str | None
+    rate: str | None
+    repeats: int
+    warmup: float | None
+    min_requests: int
+    slo: str | None
+    tie_tolerance: float
+    cell_duration: float | None
+    quick: bool
+    confirm: bool
+    resume: bool
+    force: bool
+    engine: str
+    seed: int | None
+    workers: int
+
+
+def ladder(top: int, points: int) -> list[int]:
+    """``points`` concurrency levels from 1 to ``top``, evenly spaced on a log scale."""
+    if top <= 1 or points <= 1:
+        return [max(1, top)]
+    out = sorted({max(1, round(math.exp(math.log(top) * i / (points - 1)))) for i in range(points)})
+    return out
+
+
+def lab_ks(lab: Any) -> str:
+    """The lab's own k values with k = 0: what a sweep compares when no --k is given."""
+    ks = sorted({0, *(v.num_speculative_tokens for v in lab.variants if v.speculative and v.num_speculative_tokens)})
+    return ",".join(str(k) for k in ks)
+
+
+def sweep_setup(args: SweepArgs) -> Any:
+    from speclab.model.lab import load_lab
+    from speclab.session.sweep import SweepSetup
+    from speclab.sweep import make_grid, parse_list, parse_schedule, rules_for_lab
+
+    lab = load_lab(args.lab)
+    seqs = lab.effective(lab.baseline).max_num_seqs or 256
+    concurrency, rate = args.concurrency, args.rate
+    if concurrency is None and rate is None:
+        concurrency = ",".join(str(c) for c in ladder(seqs, 3 if args.quick else 4))
+    k = args.k if args.k is not None else (QUICK_K if args.quick else lab_ks(lab))
+    grid = make_grid(
+        parse_list(k, "k"),
+        rules=rules_for_lab(lab),
+        schedules=[parse_schedule(s, f"schedules[{i}]") for i, s in enumerate(args.schedules)],
+        max_num_seqs=parse_list(args.max_num_seqs, "max_num_seqs") or None,
+        max_num_batched_tokens=parse_list(args.max_num_batched_tokens, "max_num_batched_tokens") or None,
+        chunked_prefill=parse_list(args.chunked_prefill, "chunked_prefill", bool) or None,
+        concurrency=parse_list(concurrency, "load.concurrency") if concurrency is not None else None,
+        rate=parse_list(rate, "load.rate", float) if rate is not None else None,
+        repeats=args.repeats,
+        warmup_s=args.warmup if args.warmup is not None else (QUICK_WARMUP_S if args.quick else DEFAULT_WARMUP_S),
+        min_requests=args.min_requests,
+        slo=args.slo,
+        tie_tolerance=args.tie_tolerance,
+    )
+    cell_s = args.cell_duration if args.cell_duration is not None else (QUICK_CELL_S if args.quick else DEFAULT_CELL_S)
+    directory = args.report_dir or Path(f"sweep-{lab.name}")
+    return SweepSetup(lab=lab, scenario=args.scenario, grid=grid, directory=directory, cell_s=cell_s,
+                      engine=args.engine, seed=args.seed, workers=args.workers, force=args.force, resume=args.resume,
+                      confirm=args.confirm)
+
+
+def run_sweep_command(args: SweepArgs) -> int:
+    from speclab.headless.sweep import run_sweep
+
+    return int(asyncio.run(run_sweep(sweep_setup(args))))
+
+
+@click.command("sweep")
+@click.argument("lab_name", metavar="LAB")
+@click.argument("scenario", required=False, default="mixed", metavar="[SCENARIO]")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
+              help="the sweep directory (default: ./sweep-LAB)")
+@click.option("--k", default=None, help="draft lengths, e.g. 0,2,4 (k=0 is always added; default: the lab's)")
+@click.option("--schedule", "schedules", multiple=True, metavar="START-END:K,...",
+              help="a per-batch-size k schedule arm, vLLM's num_speculative_tokens_per_batch_size (repeatable)")
+@click.option("--max-num-seqs", default=None, help="values of max_num_seqs, e.g. 64,256 (default: the lab's)")
+@click.option("--max-num-batched-tokens", default=None, help="values of max_num_batched_tokens")
+@click.option("--chunked-prefill", default=None, help="on, off or on,off (default: the lab's)")
+@click.option("--concurrency", default=None, help="closed-loop load ladder, e.g. 1,8,32,64")
+@click.option("--rate", default=None, help="open-loop load ladder in requests/s, e.g. 2,8,16")
+@click.option("--repeats", type=int, default=1, show_default=True, help="runs of every cell (their spread is the noise)")
+@click.option("--warmup", type=float, default=None, help="warm-up seconds per cell, not measured (default 3, quick 1)")
+@click.option("--min-requests", type=int, default=1, show_default=True,
+              help="requests per class a cell needs; it runs on (up to 3x) until it has them")
+@click.option("--slo", default=None, help="goodput SLOs, e.g. ttft_p99=200ms,tpot_p99=40ms")
+@click.option("--tie-tolerance", type=float, default=0.01, show_default=True,
+              help="medians closer than this fraction are a tie")
+@click.option("--cell-duration", type=float, default=None, help="measured seconds per cell (default 20, quick 5)")
+@click.option("--quick", is_flag=True, help="k 0,2,4 x three levels from 1 to max_num_seqs, short cells")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="run the recommended schedule against the best fixed k and k=0 afterwards")
+@click.option("--resume", is_flag=True, help="continue the sweep in --report DIR, skipping finished cells")
+@click.option("--force", is_flag=True, help="start over in a directory that holds a sweep; run an unpaired lab")
+@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@click.option("--seed", type=int, default=None, help="the traffic's seed (default: the scenario's)")
+@click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes")
+def sweep(lab_name: str, scenario: str, **opts: Any) -> None:
+    """Sweep draft lengths (and batch settings) of LAB over a load ladder of SCENARIO (default: mixed)."""
+    args = SweepArgs(lab=lab_name, scenario=scenario, **opts)
+    _guard(lambda: run_sweep_command(args))
