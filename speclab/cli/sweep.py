@@ -49,6 +49,7 @@ class SweepArgs:
     engine: str
     seed: int | None
     workers: int
+    app: bool
 
 
 def ladder(top: int, points: int) -> list[int]:
@@ -101,7 +102,26 @@ def sweep_setup(args: SweepArgs) -> Any:
 def run_sweep_command(args: SweepArgs) -> int:
     from speclab.headless.sweep import run_sweep
 
+    if args.app:
+        return run_sweep_app(sweep_setup(args))
     return int(asyncio.run(run_sweep(sweep_setup(args))))
+
+
+def run_sweep_app(setup: Any) -> int:
+    from speclab.headless.sweep import cell_report
+    from speclab.model.exit_codes import ExitCode
+    from speclab.sweep.lines import crossover_lines
+    from speclab.ui.sweep_app import SweepApp
+
+    app = SweepApp(setup, cell_report)
+    app.run()
+    if app.outcome is None:
+        return int(app.return_code or ExitCode.INTERNAL_ERROR)
+    for line in crossover_lines(app.outcome.result):
+        click.echo(line)
+    click.echo(f"sweep: {', '.join(str(p) for p in app.outcome.written)}")
+    click.echo(f"exit {int(app.outcome.code)} ({app.outcome.code.name.lower()}): {app.outcome.reason}")
+    return int(app.outcome.code)
 
 
 @click.command("sweep")
@@ -133,6 +153,7 @@ def run_sweep_command(args: SweepArgs) -> int:
 @click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
 @click.option("--seed", type=int, default=None, help="the traffic's seed (default: the scenario's)")
 @click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes")
+@click.option("--app", is_flag=True, help="show the sweep in the terminal app: a heat map of speed-up per k x load")
 def sweep(lab_name: str, scenario: str, **opts: Any) -> None:
     """Sweep draft lengths (and batch settings) of LAB over a load ladder of SCENARIO (default: mixed)."""
     args = SweepArgs(lab=lab_name, scenario=scenario, **opts)

@@ -17,6 +17,7 @@ from speclab.model.snapshot import Snapshot
 from speclab.session.live import LiveSession
 from speclab.session.sweep import SweepDriver, SweepProgress, SweepSetup
 from speclab.sweep import CellPlan, CellResult, SweepResult
+from speclab.sweep.lines import cell_line, crossover_lines, progress_line
 
 from .report import build_report
 from .run import judge, report_extra
@@ -29,47 +30,6 @@ def cell_report(session: LiveSession, final: Snapshot, interrupted: bool) -> dic
                         extra=report_extra(session, code, reason))
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    whole = round(seconds)
-    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
-
-
-def progress_text(progress: SweepProgress, plan: CellPlan | None) -> str:
-    current = f" · now {plan.id} ({plan.phase})" if plan is not None else ""
-    return (f"[sweep] {progress.done}/{progress.total} cells done ({progress.failed} failed) · "
-            f"ETA {_duration(progress.eta_s)}{current}")
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
-
-
-def cell_text(cell: CellResult, progress: SweepProgress, result: SweepResult, elapsed_s: float) -> str:
-    """E.g. ``cell k2_c8_r1 ok in 12 s: 412 req, TPOT p50 9.1 ms, 1530 tok/s, AL 2.41, batch 7.6; vs k0 ...``."""
-    head = f"cell {progress.done}/{progress.total} {cell.plan.id}"
-    if not cell.ok:
-        return f"{head} FAILED in {elapsed_s:.0f} s: {cell.error}"
-    server = cell.server
-    batch = None if server is None else server.running_mean
-    text = (f"{head} ok in {elapsed_s:.0f} s: {cell.requests('all')} req, "
-            f"TPOT p50 {_fmt(cell.value('all', 'tpot'), '.1f')} ms, "
-            f"{_fmt(cell.value('all', 'throughput'), '.0f')} tok/s, "
-            f"AL {_fmt(cell.value('all', 'acceptance_length'), '.2f')}, batch {_fmt(batch, '.1f')}")
-    if cell.config.speculative and cell.plan.phase == "grid":
-        arm = cell.config.arm(result.grid.varying())
-        found = (result.speedup.get("all") or {}).get(arm) or {}
-        parts = []
-        for measure in ("tpot", "throughput"):
-            row = next((r for r in found.get(measure) or () if r["load"] == cell.load.as_dict()["value"]), None)
-            if row is not None:
-                parts.append(f"{measure} ×{row['speedup']:.2f}")
-        if parts:
-            text += f"; vs k0: {', '.join(parts)}"
-    return text
-
-
 class SweepPrinter:
     """The headless SweepObserver: plain lines, flushed, for a terminal or a log file."""
 
@@ -80,20 +40,11 @@ class SweepPrinter:
         print(text, file=self.out, flush=True)
 
     def cell_started(self, plan: CellPlan, progress: SweepProgress) -> None:
-        print(progress_text(progress, plan), file=self.out, flush=True)
+        print(progress_line(progress.done, progress.failed, progress.total, progress.eta_s, plan), file=self.out,
+              flush=True)
 
     def cell_finished(self, cell: CellResult, progress: SweepProgress, result: SweepResult, elapsed_s: float) -> None:
-        print(cell_text(cell, progress, result, elapsed_s), file=self.out, flush=True)
-
-
-def crossover_lines(result: SweepResult) -> list[str]:
-    """The crossover per class and arm, as the summary at the end prints it."""
-    lines = []
-    for prompt_class, per_arm in result.crossover.items():
-        for arm, found in per_arm.items():
-            shown = ", ".join(f"{m} {'none in the grid' if v is None else f'at {v:g}'}" for m, v in found.items())
-            lines.append(f"crossover {prompt_class} {arm}: {shown}")
-    return lines
+        print(cell_line(cell, progress.done, progress.total, result, elapsed_s), file=self.out, flush=True)
 
 
 async def run_sweep(setup: SweepSetup, out: TextIO = sys.stdout) -> ExitCode:

@@ -1,0 +1,57 @@
+"""The plain lines both sweep front ends print: the progress line and one line per finished cell."""
+
+from __future__ import annotations
+
+from .cells import CellResult
+from .grid import CellPlan
+from .result import SweepResult
+
+
+def duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    whole = round(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
+
+
+def progress_line(done: int, failed: int, total: int, eta_s: float | None, plan: CellPlan | None) -> str:
+    """E.g. ``[sweep] 3/18 cells done (0 failed) · ETA 2m10s · now k2_c8_r1 (grid)``."""
+    current = f" · now {plan.id} ({plan.phase})" if plan is not None else ""
+    return f"[sweep] {done}/{total} cells done ({failed} failed) · ETA {duration_text(eta_s)}{current}"
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def cell_line(cell: CellResult, done: int, total: int, result: SweepResult, elapsed_s: float) -> str:
+    """E.g. ``cell 3/18 k2_c8_r1 ok in 12 s: 412 req, TPOT p50 9.1 ms, 1530 tok/s, AL 2.41, batch 7.6;
+    vs k0: tpot ×1.31, throughput ×1.12``."""
+    head = f"cell {done}/{total} {cell.plan.id}"
+    if not cell.ok:
+        return f"{head} FAILED in {elapsed_s:.0f} s: {cell.error}"
+    batch = None if cell.server is None else cell.server.running_mean
+    text = (f"{head} ok in {elapsed_s:.0f} s: {cell.requests('all')} req, "
+            f"TPOT p50 {_fmt(cell.value('all', 'tpot'), '.1f')} ms, "
+            f"{_fmt(cell.value('all', 'throughput'), '.0f')} tok/s, "
+            f"AL {_fmt(cell.value('all', 'acceptance_length'), '.2f')}, batch {_fmt(batch, '.1f')}")
+    if cell.config.speculative and cell.plan.phase == "grid":
+        found = (result.speedup.get("all") or {}).get(cell.config.arm(result.grid.varying())) or {}
+        parts = []
+        for measure in ("tpot", "throughput"):
+            row = next((r for r in found.get(measure) or () if r["load"] == cell.load.value), None)
+            if row is not None:
+                parts.append(f"{measure} ×{row['speedup']:.2f}")
+        if parts:
+            text += f"; vs k0: {', '.join(parts)}"
+    return text
+
+
+def crossover_lines(result: SweepResult) -> list[str]:
+    """The crossover per class and arm, as the summary at the end prints it."""
+    lines = []
+    for prompt_class, per_arm in result.crossover.items():
+        for arm, found in per_arm.items():
+            shown = ", ".join(f"{m} {'none in the grid' if v is None else f'at {v:g}'}" for m, v in found.items())
+            lines.append(f"crossover {prompt_class} {arm}: {shown}")
+    return lines
