@@ -64,7 +64,7 @@ class AppObserver:
 class SweepApp(App[int]):
     TITLE = "speclab sweep"
     CSS = """
-    #sweep-status { height: 2; padding: 0 1; }
+    #sweep-status { height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     #sweep-bar { padding: 0 1; height: 1; }
     #sweep-log { height: 1fr; border-top: solid $primary; }
     """
