@@ -48,10 +48,22 @@ def cell_line(cell: CellResult, done: int, total: int, result: SweepResult, elap
 
 
 def crossover_lines(result: SweepResult) -> list[str]:
-    """The crossover per class and arm, as the summary at the end prints it."""
+    """The crossover per class and arm; where none was reached, the acceptance length at which the
+    top of the ladder would be one (the measured break-even, τ × TPOT_k / TPOT₀)."""
+    short = {(r["class"], r["arm"], r["measure"]): r for r in result.no_crossover()}
     lines = []
     for prompt_class, per_arm in result.crossover.items():
         for arm, found in per_arm.items():
-            shown = ", ".join(f"{m} {'none in the grid' if v is None else f'at {v:g}'}" for m, v in found.items())
-            lines.append(f"crossover {prompt_class} {arm}: {shown}")
+            parts = []
+            for measure, value in found.items():
+                if value is not None:
+                    parts.append(f"{measure} at {value:g}")
+                    continue
+                why = short.get((prompt_class, arm, measure))
+                if why is None or why.get("break_even") is None:
+                    parts.append(f"{measure} none in the grid")
+                else:
+                    parts.append(f"{measure} none in the grid (at load {why['top_load']:g} it stops paying only if the acceptance "
+                                 f"length falls to {why['break_even']:.2f}; measured {why['acceptance_length']:.2f})")
+            lines.append(f"crossover {prompt_class} {arm}: {', '.join(parts)}")
     return lines
