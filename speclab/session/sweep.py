@@ -257,8 +257,19 @@ class SweepDriver:
                              seed=setup.seed, workers=setup.workers, variants=(variant,), force=setup.force,
                              drain_timeout_s=setup.drain_timeout_s)
         session = LiveSession(options, plan=self._traffic_plan(plan), lab=lab)
+        starting = asyncio.ensure_future(session.ensure_started())
+        stop_wait = asyncio.ensure_future(interrupted.wait())
         try:
-            await session.ensure_started()
+            await asyncio.wait({starting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_wait.cancel()
+        if not starting.done():  # interrupted while a server starts (minutes, for vLLM): do not wait
+            await session.stop("interrupted")
+            with contextlib.suppress(BaseException):
+                await starting
+            return None
+        try:
+            starting.result()
         except SpeclabError as error:
             await session.stop("failed")
             return failed_cell(plan, f"server did not start: {error}", source)
