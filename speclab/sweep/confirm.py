@@ -15,16 +15,25 @@ from typing import Any
 from .cells import ALL, MEASURES
 from .grid import CellConfig
 from .noise import Spread
-from .reduce import CROSSOVER_MEASURES, CellGroup, Groups, classes_of, compare_cells, configs_of, levels_of
+from .reduce import (
+    CROSSOVER_MEASURES,
+    CellGroup,
+    Groups,
+    classes_of,
+    compare_cells,
+    configs_of,
+    levels_of,
+    primary_group,
+)
 
 
 def best_fixed_k(groups: Groups, *, objective: str = "throughput", prompt_class: str = ALL) -> CellConfig | None:
-    """The fixed k > 0 (first batch-settings group) with the best geometric-mean ratio to k = 0 over
+    """The fixed k > 0 (primary batch-settings group) with the best geometric-mean ratio to k = 0 over
     the levels where both were measured; the smaller k on equal scores."""
     configs = configs_of(groups)
     if not configs:
         return None
-    group = configs[0].group()
+    group = primary_group(groups)
     higher = MEASURES[objective].higher_is_better
     scores: list[tuple[float, int, CellConfig]] = []
     for config in configs:

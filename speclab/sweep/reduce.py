@@ -71,6 +71,14 @@ def configs_of(groups: Groups) -> list[CellConfig]:
     return order_configs(config for config, _ in groups)
 
 
+def primary_group(groups: Groups) -> tuple[int | None, int | None, bool | None] | None:
+    """The batch-settings group the schedule, best k and best fixed k come from: the first (in grid
+    order) with a finished cell, so a first group whose servers all failed does not blank them."""
+    configs = configs_of(groups)
+    ok = [c for c in configs if any(g.ok for (cfg, _), g in groups.items() if cfg.group() == c.group())]
+    return (ok or configs)[0].group() if configs else None
+
+
 def classes_of(groups: Groups) -> list[str]:
     names = {name for g in groups.values() for c in g.ok for name in c.classes}
     return [ALL, *sorted(names - {ALL})] if names else []
@@ -173,9 +181,8 @@ def best_at(groups: Groups, level: LoadLevel, prompt_class: str, measure: str, *
 
 def best_k(groups: Groups, *, tolerance: float, min_requests: int,
            measures: Sequence[str] = CROSSOVER_MEASURES) -> dict[str, list[dict[str, Any]]]:
-    """class -> per level the best fixed k on each measure (within the first batch-settings group)."""
-    configs = configs_of(groups)
-    group = configs[0].group() if configs else None
+    """class -> per level the best fixed k on each measure (within the primary batch-settings group)."""
+    group = primary_group(groups)
     out: dict[str, list[dict[str, Any]]] = {}
     for prompt_class in classes_of(groups):
         rows = []

@@ -23,7 +23,7 @@ from .cells import ALL, CellResult
 from .confirm import best_fixed_k, confirmation
 from .grid import CellConfig, CellPlan, Grid
 from .pareto import pareto_by_class
-from .reduce import best_k, break_even, comparisons, crossovers, group_cells, speedups
+from .reduce import best_k, break_even, comparisons, crossovers, group_cells, primary_group, speedups
 from .schedule import Recommendation, recommend_schedule, speculative_config
 
 SWEEP_SCHEMA = "speclab.sweep/1"
@@ -69,7 +69,8 @@ def reduce_sweep(grid: Grid, cells: Iterable[CellResult], *, lab: Lab, objective
     tol, least = grid.tie_tolerance, grid.min_requests
     table = comparisons(groups, tolerance=tol, min_requests=least)
     pinned, detail = crossovers(table)
-    seqs = grid.configs[0].max_num_seqs or lab.effective(lab.baseline).max_num_seqs
+    primary = primary_group(groups)
+    seqs = (primary[0] if primary else None) or lab.effective(lab.baseline).max_num_seqs
     rec = recommend_schedule(groups, tolerance=tol, min_requests=least, max_num_seqs=seqs, objective=objective,
                              prompt_class=schedule_class)
     fixed = best_fixed_k(groups, objective=objective, prompt_class=schedule_class)

@@ -19,7 +19,7 @@ from speclab.servers.argv import speculative_config as lab_speculative_config
 
 from .cells import ALL, MEASURES
 from .grid import CellConfig, LoadLevel
-from .reduce import Groups, best_at, configs_of, levels_of
+from .reduce import Groups, best_at, levels_of, primary_group
 from .rules import Entry, normalize_schedule
 
 
@@ -81,9 +81,8 @@ def _why(best: dict[str, Any], objective: str) -> str:
 
 def recommend_schedule(groups: Groups, *, tolerance: float, min_requests: int, max_num_seqs: int | None,
                        objective: str = "throughput", prompt_class: str = ALL) -> Recommendation:
-    """The schedule over the first batch-settings group's fixed-k arms, with evidence per range."""
-    configs = configs_of(groups)
-    group = configs[0].group() if configs else (None, None, None)
+    """The schedule over the primary batch-settings group's fixed-k arms, with evidence per range."""
+    group = primary_group(groups) or (None, None, None)
     notes: list[str] = []
     choices: list[dict[str, Any]] = []
     for level in levels_of(groups):

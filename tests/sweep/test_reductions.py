@@ -219,3 +219,15 @@ def test_speedups_are_the_modelled_ratios_with_the_repeats_range() -> None:
                 expected = synth.TAU[k] / (1 + synth.A * k * p["load"])
                 assert p["speedup"] == pytest.approx(expected, rel=1e-3)
                 assert p["low"] < p["speedup"] < p["high"]  # ±0.4% jitter on each side
+
+
+def test_a_first_batch_group_whose_servers_all_failed_does_not_blank_the_schedule() -> None:
+    grid = _grid(max_num_seqs=[16, 64], repeats=1)
+    cells = [failed_cell(p, "server did not start") if p.config.max_num_seqs == 16 else synth.model_cell(p, grid.slo)
+             for p in grid.cells()]
+    result = reduce_sweep(grid, cells, lab=LAB)
+    assert result.recommendation.schedule == [[1, 7, 4], [8, 31, 2], [32, 64, 0]]
+    assert result.best_fixed is not None and result.best_fixed.max_num_seqs == 64
+    assert [r["throughput"] for r in result.best_k["all"]] == [4, 2, 2, 0, 0]
+    arm = result.recommendation.config()
+    assert arm is not None and arm.max_num_seqs == 64
