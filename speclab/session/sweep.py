@@ -51,6 +51,7 @@ from .sweep_lab import cell_lab, lab_carries_schedules
 
 CELLS = "cells"
 CAP_FACTOR = 3.0  # a cell short of its minimum requests runs on, up to this many times its length
+PAIR_KEYS = ("target_model", "target_revision", "draft_method", "draft_model", "draft_revision", "paired", "forced")
 FAILED_EXITS = (int(ExitCode.SERVER_NOT_READY), int(ExitCode.ALL_REQUESTS_FAILED))
 
 # Builds a cell's report.json from its finished session (the headless report builder: a seam, so
@@ -166,7 +167,8 @@ class SweepDriver:
     def meta(self, complete: bool) -> dict[str, Any]:
         return {"lab": self.lab.name, "scenario": self.scenario_name, "engine": str(self.engine),
                 "simulated": self.engine.simulated, "time_scale": 1.0, "complete": complete,
-                "pair": {k: str(v) for k, v in pair_info(self.lab).items()}, "versions": dict(self.versions)}
+                "pair": {k: str(v) for k, v in pair_info(self.lab).items() if k in PAIR_KEYS},
+                "versions": dict(self.versions)}
 
     def write(self, *, complete: bool, plots: bool) -> tuple[SweepResult, list[Path]]:
         result = reduce_sweep(self.grid, self.cells, lab=self.lab)
