@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from .grammar.spec import GrammarSpec
 from .hardware import GpuProfile
 
 DEFAULT_MAX_MODEL_LEN: Final = 4096  # what the engine and the server use when --max-model-len is not given
@@ -61,8 +62,14 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"
     async_scheduling: bool | None = None
     # Engine-level faults: "misaligned_tokenizer" is a model choice (sim-1b-misaligned);
-    # "lossy_verifier" (float prob), "sampling_drift" (float), "json_corruption" (float prob).
+    # "lossy_verifier" (float prob), "sampling_drift" (float), "json_corruption" (float prob per
+    # verification step), "runaway" (float prob per constrained request).
     faults: dict[str, float] = field(default_factory=dict)
+    # --structured-outputs-config: the keys that change a grammar (vLLM's defaults) and the backend named.
+    structured_backend: str = "auto"
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    structured_not_modelled: list[str] = field(default_factory=list)  # keys vLLM takes that change nothing here
 
 
 @dataclass(slots=True)
@@ -75,7 +82,7 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
-    json_schema: dict[str, Any] | None = None
+    structured: GrammarSpec | None = None  # response_format / structured_outputs, checked as vLLM checks it
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from speclab.model.vllm_flags import OTHER_KNOWN, SHORT_ALIASES
 
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_tag", nargs="?", help="sim-0.5b | sim-1b | sim-8b | sim-70b | sim-72b")
     p.add_argument("--model", dest="model_opt")
     p.add_argument("--speculative-config", "-sc", type=json.loads, default=None)
+    p.add_argument("--structured-outputs-config", type=json.loads, default=None)
     p.add_argument("--max-num-seqs", type=_positive_int, default=None)
     p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
     p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
@@ -143,6 +145,33 @@ def defaults_for_gpu(gpu: str | GpuProfile) -> tuple[int, int]:
     return 1024, 8192
 
 
+_STRUCTURED_KEYS: Final = ("backend", "disable_fallback", "disable_any_whitespace", "disable_additional_properties",
+                            "reasoning_parser", "reasoning_parser_plugin", "enable_in_reasoning")
+
+
+def _structured_outputs_config(parser: argparse.ArgumentParser, value: Any) -> dict[str, Any]:
+    """vLLM 0.33's StructuredOutputsConfig: the keys that change a grammar, and those that change nothing here."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        parser.error("argument --structured-outputs-config: expected a JSON object")
+    unknown = [k for k in value if k not in _STRUCTURED_KEYS]
+    if unknown:
+        parser.error(f"argument --structured-outputs-config: unknown key {unknown[0]!r}; "
+                     f"StructuredOutputsConfig takes {', '.join(_STRUCTURED_KEYS)}")
+    for key in ("disable_any_whitespace", "disable_additional_properties"):
+        if not isinstance(value.get(key, False), bool):
+            parser.error(f"argument --structured-outputs-config: {key} must be true or false")
+    backend = value.get("backend", "auto")
+    if not isinstance(backend, str):
+        parser.error("argument --structured-outputs-config: backend must be a string")
+    return {"structured_backend": backend,
+            "disable_any_whitespace": value.get("disable_any_whitespace", False),
+            "disable_additional_properties": value.get("disable_additional_properties", False),
+            "structured_not_modelled": [k for k in value if k not in ("backend", "disable_any_whitespace",
+                                                                      "disable_additional_properties")]}
+
+
 def parse_args(argv: list[str]) -> ServerArgs:
     """argv -> ServerArgs. argparse problems exit 2; a bad speculative config raises SpecConfigError."""
     parser = build_parser()
@@ -167,6 +196,7 @@ def parse_args(argv: list[str]) -> ServerArgs:
         except GpuProfileFileError as exc:
             parser.error(f"argument --sim-gpu-profile: {exc}")
     seqs, tokens = defaults_for_gpu(profile or ns.sim_gpu)
+    structured = _structured_outputs_config(parser, ns.structured_outputs_config)
     engine = EngineConfig(
         model=model,
         speculative=spec,
@@ -182,6 +212,7 @@ def parse_args(argv: list[str]) -> ServerArgs:
         scheduling_policy=ns.scheduling_policy,
         async_scheduling=ns.async_scheduling,
         faults=engine_faults,
+        **structured,
     )
     api_keys = list(ns.api_key or [])
     if not api_keys and os.environ.get("VLLM_API_KEY"):

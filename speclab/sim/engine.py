@@ -4,7 +4,11 @@ One ``step(now)`` schedules work, runs the real models over it, and returns the 
 duration with one output per request that produced tokens. A step has three phases per sequence:
 a plain decode (one token sampled from the target, after a prefill or without drafts), a draft
 proposal (``proposers``; made while scheduling, since drafts take token budget) and verification
-(``verify``: the rejection method checks the drafts against the target). The draft length of a
+(``verify``: the rejection method checks the drafts against the target). A request with a
+structured-output constraint (``grammar``) is masked on both paths as vLLM masks it: the plain
+token and every verified position sample from the target's scores with the grammar's mask applied,
+drafts are cut to the longest prefix the grammar accepts before the step is charged (drafting
+itself stays unconstrained), and a completed value leaves only EOS. The draft length of a
 step is K, or under ``num_speculative_tokens_per_batch_size`` the k vLLM's scheduler picks: the
 drafts verified in a step were proposed after the previous one, sized by the number of requests
 that step scheduled. Timestamps are on the caller's modelled clock: tokens of a step exist at
@@ -32,6 +36,7 @@ from .api import (
     StepStats,
 )
 from .errors import RequestRejectedError, SimStartupError
+from .grammar import GrammarCompiler, GrammarMatcher, GrammarOptions, apply_mask
 from .hardware import gpu_profile
 from .lm import SimLM, load_lm
 from .memory import plan_memory
@@ -46,7 +51,8 @@ from .timing import StepTimeModel, StepWork, attention_pairs
 from .tokenizer import SimTokenizer, model_dir
 from .verify import StandardVerifier, TargetView, Verdict, Verifier, build_verifier
 
-KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption")
+KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption", "runaway")
+GRAMMAR_BACKENDS = ("auto", "guidance", "xgrammar", "outlines", "lm-format-enforcer")
 
 
 class SimEngine:
@@ -102,6 +108,18 @@ class SimEngine:
             chunked_prefill=config.enable_chunked_prefill, kv_tokens=self.memory.kv_cache_tokens,
             num_spec_tokens=self.k, policy=config.scheduling_policy)
         self.faults = dict(config.faults)
+        self.grammar = GrammarCompiler(self.tokenizer, GrammarOptions(
+            disable_any_whitespace=config.disable_any_whitespace,
+            disable_additional_properties=config.disable_additional_properties), vocab_size=self.target.vocab_size)
+        if config.structured_backend not in GRAMMAR_BACKENDS:
+            raise SimStartupError(f"structured_outputs_config.backend: Input should be "
+                                  f"{', '.join(repr(b) for b in GRAMMAR_BACKENDS)}, got {config.structured_backend!r}")
+        if config.structured_backend not in ("auto", "guidance"):
+            self.notes.append(f"structured outputs backend {config.structured_backend!r} is modelled as 'guidance' "
+                              "(llguidance): masks, not that backend's speed or its grammar coverage")
+        self.notes.extend(f"structured_outputs_config.{key} is accepted but not modelled by speclab-sim"
+                          for key in config.structured_not_modelled)
+        self._space = self._whitespace_token()
         self._seqs: dict[str, Seq] = {}
         self._aborted: list[RequestOutput] = []
         self._counter = 0
@@ -129,6 +147,10 @@ class SimEngine:
             times=RequestTimes(queued=request.arrival_time),
             spec=RequestSpecStats(num_spec_tokens=self.k, histogram=[0] * (self.k + 1)) if self.k else None,
         )
+        if params.structured is not None:
+            seq.grammar = self.grammar.compile(params.structured)
+            runaway = self.faults.get("runaway", 0.0)
+            seq.runaway = bool(self.k and runaway and seq.rng.random() < runaway)
         if self.proposer is not None:
             self.proposer.start(seq)
         self._counter += 1
@@ -183,9 +205,22 @@ class SimEngine:
         stats.kv_cache_usage = self.scheduler.kv_usage
         return StepResult(duration, finished_outputs + outputs, stats)
 
+    def _whitespace_token(self) -> int:
+        ids = self.tokenizer.encode(" ")
+        return ids[-1] if ids else self.tokenizer.eos_token_id
+
     def _propose(self, seq: Seq, k: int) -> Proposal:
-        """Phase 2, the draft proposal (called by the scheduler, which charges the drafts to the budget)."""
-        return self.proposer.propose(seq, k) if self.proposer is not None else ([], [])
+        """Phase 2, the draft proposal (called by the scheduler, which charges the drafts to the budget).
+
+        Under a grammar only the longest prefix it accepts is kept, as vLLM's scheduler keeps it.
+        """
+        if self.proposer is None:
+            return [], []
+        drafts, qs = self.proposer.propose(seq, k)
+        if seq.grammar is not None and drafts:
+            n = seq.grammar.validate(drafts)
+            drafts, qs = drafts[:n], qs[:n]
+        return drafts, qs
 
     def _run(self, now: float, stats: StepStats, k: int) -> tuple[StepWork, list[Seq]]:
         batch, preempted = self.scheduler.schedule(self._propose, k)
@@ -231,13 +266,32 @@ class SimEngine:
     def _plain_decode(self, seq: Seq) -> None:
         """Phase 1: one token from the target, as a non-speculative engine (and a prefill step) samples it."""
         params = seq.req.sampling
-        if is_greedy(params):
+        grammar = seq.grammar
+        if grammar is None and is_greedy(params):
             token = self.target.greedy(seq.target_state)
         else:
-            p = adjust(self.target.scores(seq.target_state), params.temperature, params.top_k, params.top_p,
-                       inplace=True)
-            token = sample(p, seq.rng)
+            scores = self.target.scores(seq.target_state)
+            if grammar is not None:
+                apply_mask(scores, grammar.mask())
+            if is_greedy(params):
+                token = int(np.argmax(scores))
+            else:
+                token = sample(adjust(scores, params.temperature, params.top_k, params.top_p, inplace=True), seq.rng)
         seq.emit(token, self.tokenizer, self.max_model_len)
+        if grammar is not None:
+            grammar.accept([token])
+
+    def _run_away(self, seq: Seq, n: int) -> bool:
+        """The runaway fault: once the value is complete, ``n`` whitespace tokens a step instead of EOS,
+        until max_tokens (vLLM issue #55313: trailing spaces under a json_schema, HTTP 200)."""
+        if seq.grammar is not None:
+            if not seq.grammar.is_accepting():
+                return False
+            seq.grammar = None
+        for _ in range(n):
+            if seq.emit(self._space, self.tokenizer, self.max_model_len):
+                break
+        return True
 
     def _adjust_for(self, params: SamplingParams) -> Callable[[FloatArray], FloatArray]:
         temperature = params.temperature * (1.0 + self.faults.get("sampling_drift", 0.0))
@@ -246,7 +300,8 @@ class SimEngine:
     def _verify(self, item: Scheduled) -> Verdict:
         """Phase 3: the rejection method checks this step's drafts against the target."""
         seq = item.seq
-        view = TargetView(self.target, seq.target_state, item.drafts, self._adjust_for(seq.req.sampling))
+        masks = seq.grammar.verification_masks(item.drafts) if seq.grammar is not None else None
+        view = TargetView(self.target, seq.target_state, item.drafts, self._adjust_for(seq.req.sampling), masks)
         lossy = self.faults.get("lossy_verifier", 0.0)
         force = (lambda: bool(seq.rng.random() < lossy)) if lossy else None
         try:
@@ -257,6 +312,9 @@ class SimEngine:
     def _decode(self, item: Scheduled, stats: StepStats) -> None:
         seq, drafts = item.seq, item.drafts
         seq.num_computed = len(seq.tokens) - 1
+        if seq.runaway and self._run_away(seq, 1 + len(drafts)):
+            seq.num_computed = len(seq.tokens) - 1
+            return
         if not drafts:
             self._plain_decode(seq)
             seq.num_computed = len(seq.tokens) - 1
@@ -264,10 +322,16 @@ class SimEngine:
         verdict = self._verify(item)
         corrupt = self.faults.get("json_corruption", 0.0)
         for j, token in enumerate(verdict.tokens):
-            if seq.emit(token, self.tokenizer, self.max_model_len):
+            if seq.runaway and token == self.tokenizer.eos_token_id and self._run_away(seq, len(verdict.tokens) - j):
                 break
-            duplicate = j < verdict.accepted and corrupt and seq.json_output(self.tokenizer)
-            if duplicate and seq.rng.random() < corrupt and seq.emit(token, self.tokenizer, self.max_model_len):
+            finished = seq.emit(token, self.tokenizer, self.max_model_len)
+            grammar = seq.grammar
+            if grammar is not None:
+                grammar.accept([token])
+            if finished:
+                break
+            if j < verdict.accepted and corrupt and grammar is not None and self._corrupts(seq, grammar, token, corrupt) \
+                    and seq.emit(token, self.tokenizer, self.max_model_len):
                 break
         seq.num_computed = len(seq.tokens) - 1
         accepted = verdict.accepted
@@ -284,6 +348,18 @@ class SimEngine:
         stats.spec_accepted += accepted
         for pos in range(accepted):
             stats.spec_accepted_per_pos[pos] += 1
+
+    @staticmethod
+    def _corrupts(seq: Seq, grammar: GrammarMatcher, token: int, rate: float) -> bool:
+        """The json_corruption fault: an accepted draft committed twice where the grammar forbids it.
+
+        When it fires the sequence loses its grammar, so the broken answer reaches the client as a
+        speculative path that commits tokens past the grammar's mask would send it.
+        """
+        if grammar.is_stopped() or grammar.mask()[token] or not seq.rng.random() < rate:
+            return False
+        seq.grammar = None
+        return True
 
 
 def build_engine(config: EngineConfig) -> SimEngine:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .api import EngineRequest, RequestSpecStats, RequestTimes
+from .grammar.matcher import GrammarMatcher
 from .lm import ContextState
 from .tokenizer import SimTokenizer
 
@@ -28,7 +29,8 @@ class Seq:
     finished: bool = False
     finish_reason: str | None = None
     stop_reason: str | int | None = None
-    in_json: bool | None = None  # None: undecided until the first non-space output character
+    grammar: GrammarMatcher | None = None  # the request's constraint, advanced by every committed token
+    runaway: bool = False  # the runaway fault: whitespace after the value until max_tokens
     pending: list[int] = field(default_factory=list)  # tokens produced this step
 
     @property
@@ -68,11 +70,3 @@ class Seq:
     def _finish(self, reason: str, stop_reason: str | int | None) -> bool:
         self.finished, self.finish_reason, self.stop_reason = True, reason, stop_reason
         return True
-
-    def json_output(self, tokenizer: SimTokenizer) -> bool:
-        """Whether this request's output is a JSON value (decided by its first non-space character)."""
-        if self.in_json is None and self.num_output:
-            text = tokenizer.decode(self.output[:4]).lstrip()
-            if text:
-                self.in_json = text[0] in "{["
-        return bool(self.in_json) or self.req.sampling.json_schema is not None

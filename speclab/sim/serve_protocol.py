@@ -6,11 +6,11 @@ per-request ``metrics`` object) can be read in one place and unit-tested without
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from .api import RequestSpecStats, RequestTimes, SamplingParams, Tokenizer
+from .grammar import GrammarError, GrammarSpec, spec_from_request, validate
 
 
 class RequestError(Exception):
@@ -65,40 +65,17 @@ def _text_of(content: Any) -> str:
     raise RequestError("messages: content must be a string or a list of parts", param="messages")
 
 
-def _json_schema(body: dict[str, Any]) -> dict[str, Any] | None:
-    so = body.get("structured_outputs")
-    if so is not None:
-        if not isinstance(so, dict):
-            raise RequestError("structured_outputs must be an object", param="structured_outputs")
-        kinds = [k for k in ("json", "regex", "choice", "grammar", "json_object", "structural_tag") if so.get(k)]
-        if len(kinds) > 1:
-            raise RequestError("You can only use one kind of structured outputs constraint "
-                               f"but multiple are specified: {so}", param="structured_outputs")
-        if kinds == ["json"]:
-            schema = so["json"]
-            if isinstance(schema, str):
-                try:
-                    schema = json.loads(schema)
-                except ValueError:
-                    raise RequestError("structured_outputs.json: not valid JSON", param="structured_outputs") from None
-            return dict(schema)
-        if kinds == ["json_object"]:
-            return {"type": "object"}
-        if kinds:
-            raise RequestError(f"speclab-sim models only json and json_object structured outputs, not {kinds[0]}",
-                               param="structured_outputs")
-    rf = body.get("response_format")
-    if isinstance(rf, dict):
-        kind = rf.get("type")
-        if kind == "json_schema":
-            spec = rf.get("json_schema") or {}
-            schema = spec.get("schema", spec.get("json_schema"))
-            if not isinstance(schema, dict):
-                raise RequestError("response_format.json_schema.schema must be an object", param="response_format")
-            return schema
-        if kind == "json_object":
-            return {"type": "object"}
-    return None
+def _structured(body: dict[str, Any], chat: bool, warnings: list[str]) -> GrammarSpec | None:
+    """The request's constraint, refused with vLLM's HTTP 400 text and ``param`` where vLLM refuses it."""
+    try:
+        spec = spec_from_request(body, chat=chat)
+        if spec is not None:
+            validate(spec)
+    except GrammarError as exc:
+        raise RequestError(str(exc), param=exc.param) from None
+    if spec is not None:
+        warnings.extend(f"{name} is accepted but not acted on by vLLM 0.33" for name in spec.ignored)
+    return spec
 
 
 def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len: int,
@@ -179,7 +156,7 @@ def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len:
     sampling = SamplingParams(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         stop=list(stop), stop_token_ids=list(stop_ids), ignore_eos=bool(body.get("ignore_eos", False)),
-        json_schema=_json_schema(body),
+        structured=_structured(body, chat, warnings),
     )
     return ParsedRequest(
         chat=chat, prompt_ids=prompt_ids, sampling=sampling, stream=stream, include_usage=include_usage,

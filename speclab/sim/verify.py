@@ -21,6 +21,7 @@ import numpy as np
 
 from speclab.model.speculative import conditional_rates
 
+from .grammar.matcher import BoolArray, apply_mask
 from .lm import ContextState, SimLM
 from .ngram import FloatArray
 from .sampling import accept_draft, residual, sample
@@ -39,10 +40,13 @@ class TargetView:
     """The target at each draft position of one step, computed on demand: position i follows drafts[:i].
 
     Drafts are pushed onto the target's own state to reach a position and taken off in ``close``.
+    Under a grammar, ``masks[i]`` (one row per draft position and one for the bonus) is applied to
+    the raw scores first, so every method verifies and resamples against the constrained target.
     """
 
-    def __init__(self, lm: SimLM, state: ContextState, drafts: Sequence[int], adjust: Adjust) -> None:
-        self.lm, self.state, self.drafts, self._adjust = lm, state, drafts, adjust
+    def __init__(self, lm: SimLM, state: ContextState, drafts: Sequence[int], adjust: Adjust,
+                 masks: BoolArray | None = None) -> None:
+        self.lm, self.state, self.drafts, self._adjust, self.masks = lm, state, drafts, adjust, masks
         self.base = len(state)
         self._probs: dict[int, FloatArray] = {}
         self._argmax: dict[int, int] = {}
@@ -54,7 +58,8 @@ class TargetView:
             self.state.truncate(self.base + i)
         else:
             self.state.extend(list(self.drafts[have:i]))
-        return self.lm.scores(self.state)
+        scores = self.lm.scores(self.state)
+        return scores if self.masks is None else apply_mask(scores, self.masks[i])
 
     def probs(self, i: int) -> FloatArray:
         """The request's sampling distribution (temperature, top-k, top-p) at position i."""

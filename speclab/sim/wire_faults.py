@@ -12,7 +12,8 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
-ENGINE_FAULTS: Final[dict[str, float]] = {"lossy_verifier": 0.1, "sampling_drift": 0.1, "json_corruption": 0.2}
+ENGINE_FAULTS: Final[dict[str, float]] = {"lossy_verifier": 0.1, "sampling_drift": 0.1, "json_corruption": 0.2,
+                                          "runaway": 0.2}
 WIRE_FAULTS: Final[dict[str, float]] = {"crash_after": 10, "stall": 0.1, "http_500": 0.1, "malformed_sse": 0.1}
 ALL_FAULTS: Final = (*ENGINE_FAULTS, *WIRE_FAULTS)
 

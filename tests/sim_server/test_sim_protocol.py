@@ -30,7 +30,8 @@ def test_defaults_and_mapping() -> None:
     s = parse({"prompt": [1, 2, 3], "stream": True, "stream_interval": 5, "stop": "x", "seed": 3,
                "stream_options": {"include_usage": True}, "structured_outputs": {"json": '{"type": "object"}'}})
     assert s.prompt_ids == [1, 2, 3] and s.stream_interval == 5 and s.sampling.stop == ["x"]
-    assert s.include_usage and not s.continuous_usage and s.sampling.json_schema == {"type": "object"}
+    assert s.include_usage and not s.continuous_usage and s.sampling.structured is not None
+    assert s.sampling.structured.schema == {"type": "object"}
     assert parse({"prompt": "a", "guided_json": {}}).warnings
 
 
@@ -42,10 +43,22 @@ def test_defaults_and_mapping() -> None:
     ({"prompt": "a", "n": 2}, "n=1"),
     ({"prompt": "a", "seed": "x"}, "seed"),
     ({"prompt": 5}, "prompt"),
+    ({"prompt": "a", "structured_outputs": {"choice": []}}, "cannot be an empty list"),
+    ({"prompt": "a", "structured_outputs": {"regex": "("}}, "Grammar error|Invalid grammar"),
 ])
 def test_rejections(body: dict[str, Any], needle: str) -> None:
     with pytest.raises(RequestError, match=needle):
         parse(body, spec=True)
+
+
+def test_structured_refusals_carry_vllms_param_and_ignored_keys_are_warned() -> None:
+    with pytest.raises(RequestError) as info:
+        parse({"prompt": "a", "response_format": {"type": "json_schema"}})
+    assert info.value.param == "response_format" and "'json_schema' field must be provided" in str(info.value)
+    ok = parse({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "object"}, "strict": True}}})
+    assert ok.sampling.structured is not None and ok.sampling.structured.kind == "json"
+    assert ok.warnings == ["response_format.json_schema.strict is accepted but not acted on by vLLM 0.33"]
 
 
 def test_detokenizer_holds_back_and_truncates_at_stop() -> None:
