@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from speclab.gates.structured import FallbackLedger, evaluate_structured, structured_counts
+from speclab.gates.structured import FallbackLedger, evaluate_structured, shorten, structured_counts
 from speclab.model.gates import StructuredGate
 from speclab.model.records import RequestRecord
 
@@ -55,3 +55,47 @@ def test_fallback_bookkeeping() -> None:
     assert "k2: 2 fell back to the baseline, 1 of them recovered" in result.details
     assert result.metrics["fallbacks"] == {"k2": {"fell_back": 2, "fallback_ok": 1}}
     assert not result.passed
+
+
+def answer(variant: str, i: int, text: str, finish: str, valid: bool) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"tool_call-{i}-{variant}", variant=variant, prompt_class="tool_call", intended=0.0, done=1.0,
+        schema_valid=valid, finish_reason=finish, output_text=text, http_status=200,
+        prompt={"index": i, "schema": {"type": "object"}},
+    )
+
+
+def test_cut_at_max_tokens_fails_only_where_the_baseline_finished() -> None:
+    value = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    runaway = value + " " * 400
+    records = [
+        answer("baseline", 0, value, "stop", True), answer("k4", 0, runaway, "length", True),  # runaway, HTTP 200
+        answer("baseline", 1, '{"name": "get_we', "length", False), answer("k4", 1, '{"name": "ge', "length", False),
+        answer("baseline", 2, value, "stop", True), answer("k4", 2, value, "stop", True),
+    ]
+    counts = structured_counts(records, "baseline")
+    k4, base = counts["k4"]["tool_call"], counts["baseline"]["tool_call"]
+    assert (k4.total, k4.failed, k4.truncated_like_baseline) == (3, 1, 1)
+    assert (base.failed, base.truncated_like_baseline) == (0, 1)
+    assert k4.reasons == {"cut at max_tokens where the baseline finished": 1}
+    assert k4.examples == ["tool_call-0-k4: cut at max_tokens where the baseline finished (trailing whitespace: "
+                           f"400 chars): {shorten(runaway)}"]
+    assert shorten(runaway).endswith("' (454 chars)") and len(shorten(runaway)) < 90
+    result = evaluate_structured(StructuredGate(), "baseline", records)
+    assert not result.passed and result.exit_code == 13
+    assert any("1 cut at max_tokens as the baseline's were" in d for d in result.details)
+
+
+def test_failure_examples_per_class_and_variant_and_the_fallback_route() -> None:
+    records = [answer("baseline", i, "{}", "stop", True) for i in range(20)]
+    records += [answer("k4", i, '{"a": 1}}' if i < 5 else "{}", "stop", i >= 5) for i in range(20)]
+    result = evaluate_structured(StructuredGate(max_failure_rate_pct=10.0, max_delta_points=50.0), "baseline", records)
+    assert not result.passed
+    examples = result.metrics["examples"]["k4"]["tool_call"]
+    assert examples == [f"tool_call-{i}-k4: invalid: '{{\"a\": 1}}}}'" for i in range(3)]
+    assert "  k4 tool_call failures: 5 invalid; first 3:" in result.details
+    assert result.metrics["fallback_routes"] == [{"variant": "k4", "class": "tool_call", "route_to": "baseline",
+                                                  "failure_rate_pct": 25.0, "ceiling_pct": 10.0}]
+    assert "fallback: route tool_call from k4 to the baseline 'baseline' (25.00% > the 10.0% ceiling)" in result.details
+    within = evaluate_structured(StructuredGate(max_failure_rate_pct=30.0, max_delta_points=50.0), "baseline", records)
+    assert within.passed and within.metrics["fallback_routes"] == []
