@@ -67,3 +67,20 @@ async def test_json_corruption_fails_structured_output_and_falls_back(tmp_path: 
     assert rates["baseline"]["tool_call"] == 0.0 and rates["k4"]["tool_call"] > 1.0
     fallbacks = gate["metrics"]["fallbacks"]["k4"]
     assert fallbacks["fell_back"] > 0 and fallbacks["fallback_ok"] == fallbacks["fell_back"]
+    assert set(gate["metrics"]["failure_reasons"]["k4"]["tool_call"]) == {"invalid"}
+    assert gate["metrics"]["examples"]["k4"]["tool_call"]
+    assert {"variant": "k4", "class": "tool_call", "route_to": "baseline"}.items() <= \
+        gate["metrics"]["fallback_routes"][0].items()
+
+
+async def test_runaway_fails_structured_output_by_length_with_http_200(tmp_path: Path) -> None:
+    code, report, text = await _accept(tmp_path, "labs/faults/runaway.toml", stages=("structured",))
+    assert code == ExitCode.STRUCTURED_OUTPUT, text
+    gate = _gate(report, "structured")
+    assert gate["metrics"]["failure_rate_pct"]["baseline"]["tool_call"] == 0.0
+    reasons = gate["metrics"]["failure_reasons"]["k4"]["tool_call"]
+    assert list(reasons) == ["cut at max_tokens where the baseline finished"] and reasons[next(iter(reasons))] > 0
+    fallbacks = gate["metrics"]["fallbacks"]["k4"]
+    assert fallbacks["fell_back"] > 0 and fallbacks["fallback_ok"] == fallbacks["fell_back"]
+    assert all("trailing whitespace" in e for e in gate["metrics"]["examples"]["k4"]["tool_call"])
+    assert any(d.startswith("fallback: route tool_call from k4") for d in gate["details"])

@@ -49,7 +49,7 @@ def test_bundled_labs_load_and_are_clean() -> None:
     assert {"default.toml", "ngram.toml", "70b.toml"} <= names
     faults = {p.stem for p in paths if p.parent.name == "faults"}
     assert faults == {"misaligned_tokenizer", "lossy_verifier", "sampling_drift", "json_corruption", "crash", "stall",
-                      "http_500", "malformed_sse"}
+                      "http_500", "malformed_sse", "runaway"}
     for path in paths:
         lab = load_lab(path)
         assert lab.baseline == "baseline"
