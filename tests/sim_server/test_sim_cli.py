@@ -79,3 +79,20 @@ def test_wire_fault_draws_are_seeded_and_proportional() -> None:
     assert 0.25 < sum(plans) / len(plans) < 0.35
     crash = WireFaults({"crash_after": 2}, seed=0)
     assert [crash.request_finished() for _ in range(3)] == [False, True, True]
+
+
+def test_structured_outputs_config_is_read_as_vllms(capsys: pytest.CaptureFixture[str]) -> None:
+    from speclab.sim.engine import build_engine
+
+    args = parse_args(["sim-1b", "--structured-outputs-config",
+                       '{"backend": "xgrammar", "disable_any_whitespace": true, "reasoning_parser": "x"}'])
+    engine_config = args.engine
+    assert engine_config.disable_any_whitespace and not engine_config.disable_additional_properties
+    assert engine_config.structured_backend == "xgrammar"
+    notes = build_engine(engine_config).notes
+    assert any("backend 'xgrammar' is modelled as 'guidance'" in n for n in notes)
+    assert "structured_outputs_config.reasoning_parser is accepted but not modelled by speclab-sim" in notes
+    assert not build_engine(parse_args(["sim-1b", "--structured-outputs-config", '{"backend": "guidance"}']).engine).notes
+    with pytest.raises(SystemExit) as info:
+        parse_args(["sim-1b", "--structured-outputs-config", '{"whitespace": true}'])
+    assert info.value.code == 2 and "unknown key 'whitespace'" in capsys.readouterr().err
