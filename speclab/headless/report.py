@@ -359,6 +359,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append("")
             for item in items:
                 lines.append(f"- {item.get('summary', item) if isinstance(item, dict) else item}")
+                if isinstance(item, dict) and item.get("status") == "failed":
+                    lines.extend("  " * (1 + (len(d) - len(d.lstrip())) // 2) + f"- {d.strip()}"
+                                 for d in item.get("details", []))
     events = report.get("events") or []
     if events:
         lines.append("")

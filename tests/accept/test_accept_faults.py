@@ -84,3 +84,11 @@ async def test_runaway_fails_structured_output_by_length_with_http_200(tmp_path:
     assert fallbacks["fell_back"] > 0 and fallbacks["fallback_ok"] == fallbacks["fell_back"]
     assert all("trailing whitespace" in e for e in gate["metrics"]["examples"]["k4"]["tool_call"])
     assert any(d.startswith("fallback: route tool_call from k4") for d in gate["details"])
+
+
+async def test_the_markdown_report_shows_structured_failure_examples_and_the_fallback(tmp_path: Path) -> None:
+    code, _, text = await _accept(tmp_path, "labs/faults/json_corruption.toml", stages=("structured",))
+    assert code == ExitCode.STRUCTURED_OUTPUT, text
+    markdown = (tmp_path / "report.md").read_text()
+    assert "    - k4 tool_call failures:" in markdown and "      - structured-tool_call-0-k4: invalid: '" in markdown
+    assert "  - fallback: route tool_call from k4 to the baseline 'baseline'" in markdown
