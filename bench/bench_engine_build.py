@@ -1,6 +1,6 @@
 """How long a fresh process takes to build the simulator's engine, and to answer /health.
 
-CONVENTIONS promise a simulator that starts in under 2 s (its models are cached); the test suite
+The docs promise a simulator that starts in under 2 s (its models are cached); the test suite
 no longer asserts a wall-clock figure (it failed on a loaded host), so this prints it: the median
 and worst of N fresh-process engine builds (sim-8b with a 4-token sim-1b draft) and of N server
 starts to the first 200 from ``/health``, with the load average they ran under.

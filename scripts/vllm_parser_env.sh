@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (once) and cache a venv in which vLLM 0.33.0's `vllm serve` argument parser imports on a
-# machine without a GPU (shared/reference/vllm-parser-check.md). tests/servers/test_vllm_parser.py
+# machine without a GPU (docs/contributing.md). tests/servers/test_vllm_parser.py
 # feeds every command line speclab builds to that parser. Idempotent: a finished venv is reused.
 #
 #   scripts/vllm_parser_env.sh            # build or reuse; prints the venv path on success

@@ -1,4 +1,4 @@
-"""`speclab` commands (CONVENTIONS.md, Command line). Thin: parse, build options, call a front end.
+"""`speclab` commands (README.md). Thin: parse, build options, call a front end.
 
 Every user-visible failure is one line on stderr and an exit code from ``ExitCode``.
 """

@@ -1,4 +1,4 @@
-"""Options shared by `run`, `lab` and `replay --refire` (CONVENTIONS.md)."""
+"""Options shared by `run`, `lab` and `replay --refire` (docs/file-formats.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A mean rejection rate can look healthy while single intervals spike — the signal that a draft
 version or a routing change went wrong for one class. Requests belong to the interval in which
-they finished (CONVENTIONS.md); rates are ratios of sums. Intervals with too few drafted tokens
+they finished (docs/file-formats.md); rates are ratios of sums. Intervals with too few drafted tokens
 are not judged for spikes, since a handful of drafts makes any rate look extreme.
 """
 

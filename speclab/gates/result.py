@@ -1,4 +1,4 @@
-"""The outcome of one acceptance stage, in the order and with the exit codes of CONVENTIONS.md.
+"""The outcome of one acceptance stage, in the order and with the exit codes of docs/measurements.md.
 
 Every evaluation function in ``speclab.gates`` returns a ``StageResult`` so the accept
 orchestration, the reports and the JUnit writer treat all stages alike.

@@ -1,7 +1,7 @@
 """Structured output regressed on its own: failure rates per variant and class, and the fallback.
 
 ``structured_failure_rate`` = responses that fail their constraint ÷ responses that had one
-(DESIGN.md), judged by validity and length rather than status codes: an answer that breaks its
+(docs/measurements.md), judged by validity and length rather than status codes: an answer that breaks its
 schema fails; an answer cut at ``max_tokens`` (``finish_reason`` "length") fails where the baseline
 finished the same request, valid JSON or not and HTTP 200 or not (vLLM issue #55313's runaway
 whitespace), and is not held against the variant where the baseline was cut too. A request that

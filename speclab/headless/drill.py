@@ -1,6 +1,6 @@
 """The drill's report (report.json with its ``drill`` block, report.md with the drill first) and exit code.
 
-``drill`` holds what CONVENTIONS pins — ``rollback_s``, ``drain_s``, ``in_flight_at_flip``,
+``drill`` holds what the file format pins — ``rollback_s``, ``drain_s``, ``in_flight_at_flip``,
 ``failed_during_flip``, ``converged``, ``tenants`` — and beside them how each was observed.
 ``tenants`` gives each drill tenant's figures per phase: ``plain`` (before the switch, everyone
 on the baseline), ``canary`` (the canary tenant on the speculative pool) and ``rolled_back``

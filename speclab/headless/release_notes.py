@@ -19,7 +19,7 @@ from .release_inputs import ACCEPT, DRILL, HOW_TO_MAKE, KINDS, SWEEP, ReleaseInp
 
 RELEASE_SCHEMA: Final = "speclab.release/1"
 ROLLBACK_DRILL: Final = "rollback_drill"
-ROLLBACK_DRILL_EXIT: Final = 17  # CONVENTIONS.md: 17 rollback drill
+ROLLBACK_DRILL_EXIT: Final = 17  # docs/measurements.md: 17 rollback drill
 E2E: Final = Metric.E2E_CORRECTED.value
 E2E_POINTS: Final = ("p50_ms", "p90_ms", "p99_ms", "p999_ms")
 

@@ -1,4 +1,4 @@
-"""A/B windows merged from the aggregator's closed intervals (CONVENTIONS, "Config epochs").
+"""A/B windows merged from the aggregator's closed intervals (docs/measurements.md, "Config epochs").
 
 For each non-baseline variant: the *current* window is its current epoch over the whole closed
 intervals that lie inside that epoch (and inside one baseline epoch), with the baseline over

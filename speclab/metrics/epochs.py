@@ -1,4 +1,4 @@
-"""Which config epoch, or which transition, each record belongs to (CONVENTIONS, "Config epochs").
+"""Which config epoch, or which transition, each record belongs to (docs/measurements.md, "Config epochs").
 
 The boundaries come from events only (``model.epochs``): a ``transition`` event ends a variant's
 current epoch at the relaunch request; a ``relaunch`` event, sent once the new server has answered

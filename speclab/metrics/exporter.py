@@ -24,7 +24,7 @@ from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot
 
 PREFIX: Final = "speclab_"
 KEY_LABELS: Final = ("variant", "epoch", "class")
-# Each latency of CONVENTIONS' definitions as a histogram: name (without prefix), help.
+# Each latency of docs/measurements.md as a histogram: name (without prefix), help.
 LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {
     Latency.E2E: ("request_e2e_seconds", "End-to-end latency, sent to done."),
     Latency.E2E_CORRECTED: ("request_e2e_corrected_seconds", "End-to-end latency from the intended send time."),
@@ -124,7 +124,7 @@ def _counters(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[M
         return CounterMetricFamily(PREFIX + name, doc, labels=[*KEY_LABELS, *extra])
 
     requests = family("requests", "Requests that finished successfully (warm-up excluded).")
-    errors = family("request_errors", "Requests that failed, by error kind (CONVENTIONS' kinds).", ("kind",))
+    errors = family("request_errors", "Requests that failed, by error kind (the documented kinds).", ("kind",))
     tokens = family("output_tokens", "Output tokens of successful requests.")
     drafted = family("spec_decode_draft_tokens", "Draft tokens proposed.")
     accepted = family("spec_decode_accepted_tokens", "Draft tokens accepted by the target.")

@@ -1,4 +1,4 @@
-"""The acceptance definitions of DESIGN.md, written once: every layer computes them through here.
+"""The acceptance definitions of docs/measurements.md, written once: every layer computes them through here.
 
 ``histogram[j]`` counts verify steps that accepted exactly ``j`` drafts (the bonus token excluded).
 """

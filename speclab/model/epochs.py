@@ -1,4 +1,4 @@
-"""Config epochs (CONVENTIONS.md, "Config epochs"): which configuration a number belongs to.
+"""Config epochs (docs/measurements.md, "Config epochs"): which configuration a number belongs to.
 
 A variant's first configuration is epoch 1; each relaunch starts the next one. The time from the
 relaunch request until the new server has answered a request is a transition, reported on its own

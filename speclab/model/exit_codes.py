@@ -1,4 +1,4 @@
-"""Process exit codes: part of speclab's public interface (CONVENTIONS.md)."""
+"""Process exit codes: part of speclab's public interface (docs/file-formats.md)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from . import acceptance
 
 @dataclass(slots=True)
 class SpecCounts:
-    """Speculative decoding counts of one request (DESIGN.md, Definitions)."""
+    """Speculative decoding counts of one request (docs/measurements.md)."""
 
     steps: int = 0
     drafted: int = 0
@@ -51,7 +51,7 @@ class RequestRecord:
     last_token: float | None = None
     done: float | None = None
     warmup: bool = False
-    epoch: int = 1  # the variant's config epoch the request was sent to (CONVENTIONS, "Config epochs")
+    epoch: int = 1  # the variant's config epoch the request was sent to (docs/measurements.md, "Config epochs")
     worker: int = 0
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)

@@ -55,7 +55,7 @@ class Percentiles:
 
 @dataclass(frozen=True, slots=True)
 class AcceptanceStats:
-    """Ratios of sums over requests (CONVENTIONS.md, Measurement rules)."""
+    """Ratios of sums over requests (docs/measurements.md)."""
 
     requests: int = 0  # requests that contributed counts
     steps: int = 0
@@ -184,7 +184,7 @@ class ClientHealth:
 
 @dataclass(frozen=True, slots=True)
 class Accounting:
-    """Where every request a variant's epoch was sent went (CONVENTIONS, "Config epochs"):
+    """Where every request a variant's epoch was sent went (docs/measurements.md, "Config epochs"):
     planned = completed + errored + warm-up + in transition + lost, lost = begun but never recorded.
     ``planned`` is None until the traffic workers have reported it (the end of the run)."""
 

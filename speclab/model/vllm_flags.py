@@ -3,7 +3,7 @@
 The simulator accepts every flag in ``EMITTED`` with vLLM's meaning, warns on ``OTHER_KNOWN``
 (not modelled) and rejects anything else with exit 2, as vLLM's parser does. The launcher's argv
 builder emits only flags from ``EMITTED``. Checked against vLLM 0.33.0's own parser
-(reference/vllm-parser-check.md); ``REMOVED`` are rejected by that parser.
+(scripts/vllm_parser_env.sh builds it); ``REMOVED`` are rejected by that parser.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Write the monitoring kit directory (CONVENTIONS.md, Files): ``*.rules.yml``, their promtool tests
+"""Write the monitoring kit directory (docs/file-formats.md): ``*.rules.yml``, their promtool tests
 ``*.test.yml`` and ``speclab.dashboard.json``.
 
 The directory's parent must exist and the directory must be absent or empty, unless ``force``,

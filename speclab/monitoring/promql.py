@@ -2,7 +2,7 @@
 
 Each builder takes a range (``"1m"`` for a rule, ``"$__rate_interval"`` for a panel) and a label
 selector (empty for a rule, the dashboard's variables for a panel), so a panel plots exactly what
-the recording rule of the same name records. The definitions are DESIGN.md's: acceptance rate =
+the recording rule of the same name records. The definitions are docs/measurements.md's: acceptance rate =
 Σaccepted / Σdrafted, acceptance length = 1 + Σaccepted / Σdrafts (bonus token included),
 per-position rate = Σaccepted at position i / Σdrafts, drafts per request = verify steps per
 finished request. Sums run over vLLM's ``engine`` label (data-parallel engines) and keep ``job``,

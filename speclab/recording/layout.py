@@ -1,4 +1,4 @@
-"""File names of a recording directory (CONVENTIONS.md, Files) and the manifest's format tag."""
+"""File names of a recording directory (docs/file-formats.md) and the manifest's format tag."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Keep secrets out of recordings: API keys and auth headers are never written (CONVENTIONS.md).
+"""Keep secrets out of recordings: API keys and auth headers are never written (docs/file-formats.md).
 
 Two layers: keys that name a secret have their value replaced wherever they appear in a nested
 structure, and strings are searched for the shapes secrets take (bearer tokens, ``sk-``/``hf_``

@@ -1,6 +1,6 @@
 """Relaunching one variant mid-run: the one code path the app's `e` and `--change` both take.
 
-A relaunch is an epoch boundary (CONVENTIONS, "Config epochs"): a ``transition`` event at the
+A relaunch is an epoch boundary (docs/measurements.md, "Config epochs"): a ``transition`` event at the
 request ends the variant's epoch; the server restarts; once it has answered a request of its own
 (not traffic: a one-token completion, so no measured request is spent on finding out), a
 ``relaunch`` event starts the next epoch and only then do the traffic workers switch to the new

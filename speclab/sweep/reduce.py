@@ -3,7 +3,7 @@ level, and the acceptance length at which a crossover would fall where the grid 
 
 Every comparison pairs an arm with the k = 0 arm of the same batch settings at the same level
 (the same prompts and seeds), over the repeats. The crossover on a measure is the lowest load
-level at which the arm no longer beats k = 0 beyond noise (CONVENTIONS: ``sweep.json``
+level at which the arm no longer beats k = 0 beyond noise (docs/sweep.md: ``sweep.json``
 ``crossover``); a level where either cell failed or fell short of the minimum requests is no
 evidence either way and is skipped, saying so.
 

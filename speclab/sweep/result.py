@@ -2,7 +2,7 @@
 
 ``reduce_sweep`` is what a driver calls after each finished cell (so an interrupted sweep still
 writes its partial reductions) and once at the end; ``sweep_document`` renders the result as
-CONVENTIONS pins it — ``cells``, ``crossover``, ``schedule``, ``speculative_config`` — beside the
+the file format pins it — ``cells``, ``crossover``, ``schedule``, ``speculative_config`` — beside the
 evidence behind them; ``load_sweep`` reads a sweep directory back for ``--resume``.
 """
 

@@ -1,6 +1,6 @@
 """What the app remembers between snapshots: interval history for the time series, and events.
 
-Snapshots are complete (DESIGN.md): each carries every interval closed since the previous one and
+Snapshots are complete (docs/measurements.md): each carries every interval closed since the previous one and
 every event, and the cumulative stats and A/B windows come merged by the aggregator. So this keeps
 view state only — the points it plots and the events it lists, no counters of its own — and loses
 nothing at any replay speed; a ``rebuilt`` snapshot (a replay seeking backwards) starts it over.

@@ -2,7 +2,7 @@
 
 The accept report (``data/accept/report.json``) is what ``speclab accept default --report DIR`` wrote
 on the simulator; the sweep directory is written by the sweep package's own writer from cells with a
-known answer, under the same pair; the drill report follows the shape CONVENTIONS pins for
+known answer, under the same pair; the drill report follows the shape the file format pins for
 ``report.json``'s ``drill`` block. Refusals run the real command and read its one line and exit code.
 """
 

@@ -1,4 +1,4 @@
-"""DESIGN.md's acceptance definitions, on a hand-checked example."""
+"""The acceptance definitions of docs/measurements.md, on a hand-checked example."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`speclab monitoring-kit DIR`: the layout CONVENTIONS pins, one-line refusals, a well-formed
+"""`speclab monitoring-kit DIR`: the layout the file format pins, one-line refusals, a well-formed
 dashboard, and only series vLLM 0.33 really declares (read from its source where it is cached)."""
 
 from __future__ import annotations
