@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,6 +15,7 @@ from speclab.model.snapshot import Snapshot
 from speclab.servers.memory import memory_table
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
+from speclab.session.signals import catch_interrupts, release_interrupts
 
 from .progress import progress_line, timeline_rows
 from .report import build_report, write_report
@@ -94,11 +94,7 @@ async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode
 async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     """Start the session, print progress until it ends (or Ctrl-C), write the report, judge it."""
     options = session.options
-    interrupted = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupted.set)
-        loop.add_signal_handler(signal.SIGTERM, interrupted.set)
+    interrupted = catch_interrupts()
     try:
         await session.ensure_started()
         events: list[Event] = []
@@ -107,9 +103,7 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         await session.stop("failed")
         raise
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-            loop.remove_signal_handler(signal.SIGTERM)
+        release_interrupts()
     was_interrupted = interrupted.is_set()
     await session.stop("interrupted" if was_interrupted else "complete")
     code, reason = judge(session, final, was_interrupted)

@@ -6,15 +6,13 @@ partial reductions, and ``--resume`` runs the rest.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
 from typing import Any, TextIO
 
 from speclab.model.exit_codes import ExitCode
 from speclab.model.snapshot import Snapshot
 from speclab.session.live import LiveSession
+from speclab.session.signals import catch_interrupts, release_interrupts
 from speclab.session.sweep import SweepDriver, SweepProgress, SweepSetup
 from speclab.sweep import CellPlan, CellResult, SweepResult
 from speclab.sweep.lines import cell_line, crossover_lines, progress_line
@@ -54,17 +52,11 @@ async def run_sweep(setup: SweepSetup, out: TextIO = sys.stdout) -> ExitCode:
     print(f"speclab sweep: lab {setup.lab.name}, scenario {driver.scenario_name}, {len(grid.configs)} configurations × "
           f"{len(grid.load)} load levels × {grid.repeats} repeat(s), {setup.cell_s:g} s per cell after "
           f"{grid.warmup_s:g} s warm-up; engine: {driver.engine}", file=out, flush=True)
-    interrupted = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupted.set)
-        loop.add_signal_handler(signal.SIGTERM, interrupted.set)
+    interrupted = catch_interrupts()
     try:
         outcome = await driver.run(interrupted)
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-            loop.remove_signal_handler(signal.SIGTERM)
+        release_interrupts()
     for line in crossover_lines(outcome.result):
         print(line, file=out)
     for note in outcome.result.notes:

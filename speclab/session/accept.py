@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -61,6 +60,7 @@ from .accept_load import canary_stage, latency_stage, stress_stage
 from .accept_servers import server_states
 from .api import ServerView, SessionInfo
 from .live import server_view
+from .signals import catch_interrupts, release_interrupts
 
 CANARY_SCENARIO = "mixed"
 GOLDEN_DIR = BUNDLED / "scenarios" / "golden"
@@ -256,11 +256,7 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
     say(run.first_line())
     if run.pairing.forced:
         say(f"warning: {run.pairing.reason}")
-    interrupted = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupted.set)
-        loop.add_signal_handler(signal.SIGTERM, interrupted.set)
+    interrupted = catch_interrupts()
     task = asyncio.ensure_future(run.run_stages())
     stop_wait = asyncio.ensure_future(interrupted.wait())
     skipped_reason = "not run: an earlier stage failed"
@@ -285,9 +281,7 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
         raise
     finally:
         stop_wait.cancel()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-            loop.remove_signal_handler(signal.SIGTERM)
+        release_interrupts()
         await run.stop()
     for path in run.write(code, reason, skipped_reason):
         say(f"report: {path}")

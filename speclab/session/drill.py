@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from .api import ServerView
 from .drill_plan import DrillOptions, DrillPlan, resolve
 from .drill_watch import FlipWatcher
 from .live import server_view
+from .signals import catch_interrupts, release_interrupts
 
 WHO = "speclab drill"
 DRAIN_TIMEOUT_S = 30.0
@@ -266,11 +266,7 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
     drill.say(f"speclab {__version__} drill: lab {plan.lab.name} ({plan.routing.baseline}, {plan.pool}) x "
               f"{plan.plan.name}; engine: {engine}")
     api_key = os.environ.get(plan.lab.server.api_key_env) if plan.lab.server.api_key_env else None
-    interrupted = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupted.set)
-        loop.add_signal_handler(signal.SIGTERM, interrupted.set)
+    interrupted = catch_interrupts()
     started = time.monotonic()
     try:
         start = asyncio.create_task(drill.start(engine.engine, haproxy, api_key))
@@ -293,9 +289,7 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
         drill.outcome.server_not_ready = str(error)
         drill.say(f"error: {error}")
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-            loop.remove_signal_handler(signal.SIGTERM)
+        release_interrupts()
         await drill.stop()
     drill.outcome.wall_s = round(time.monotonic() - started, 3)
     return drill.outcome
