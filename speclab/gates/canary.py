@@ -3,7 +3,9 @@
 A mean rejection rate can look healthy while single intervals spike — the signal that a draft
 version or a routing change went wrong for one class. Requests belong to the interval in which
 they finished (docs/file-formats.md); rates are ratios of sums. Intervals with too few drafted tokens
-are not judged for spikes, since a handful of drafts makes any rate look extreme.
+are not judged for spikes, since a handful of drafts makes any rate look extreme. The row of all
+classes compares each interval with what its own class mix predicts (each class at its mean rate),
+so an interval that happened to hold mostly the hardest class is not called a spike.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ class RejectionSeries:
     def interval_rejection_pct(self, min_drafted: int) -> dict[int, float]:
         return {i: 100.0 * (1.0 - a / d) for i, (d, a) in sorted(self.per_interval.items()) if d >= min_drafted}
 
+    def interval_excess_points(self, min_drafted: int, expected_pct: dict[int, float] | None = None) -> dict[int, float]:
+        """Points by which each judged interval exceeds its expectation: the row's mean, or ``expected_pct``."""
+        mean = self.rejection_pct or 0.0
+        return {i: pct - (expected_pct or {}).get(i, mean)
+                for i, pct in self.interval_rejection_pct(min_drafted).items()}
+
     def acceptance(self) -> AcceptanceStats:
         return AcceptanceStats(requests=self.requests, steps=self.steps, drafted=self.drafted, accepted=self.accepted)
 
@@ -68,6 +76,18 @@ def rejection_series(
     return series, errors
 
 
+def class_mix_expectation(per_class: dict[str, RejectionSeries]) -> dict[int, float]:
+    """Per interval, the rejection (%) its drafted tokens would show if every class ran at its own mean."""
+    expected: dict[int, tuple[float, int]] = {}
+    for prompt_class, row in per_class.items():
+        if prompt_class == ALL_CLASSES or row.rejection_pct is None:
+            continue
+        for i, (d, _) in row.per_interval.items():
+            rejected, drafted = expected.get(i, (0.0, 0))
+            expected[i] = (rejected + d * row.rejection_pct, drafted + d)
+    return {i: rejected / drafted for i, (rejected, drafted) in expected.items() if drafted}
+
+
 def evaluate_canary(
     settings: CanaryGate,
     floors: AcceptanceFloors,
@@ -96,6 +116,8 @@ def evaluate_canary(
             if rate is None:
                 continue
             by_interval = row.interval_rejection_pct(settings.min_interval_drafted)
+            excess = row.interval_excess_points(
+                settings.min_interval_drafted, class_mix_expectation(per_class) if prompt_class == ALL_CLASSES else None)
             label = f"{variant} {prompt_class}"
             line = f"{label}: rejection rate {rate:.1f}% over {row.drafted} drafted tokens"
             if rate > settings.max_rejection_rate_pct:
@@ -103,12 +125,14 @@ def evaluate_canary(
             else:
                 details.append(line)
             if by_interval:
-                worst = max(by_interval, key=by_interval.__getitem__)
-                spike = by_interval[worst] - rate
+                worst = max(excess, key=excess.__getitem__)
+                spike = excess[worst]
                 spikes.setdefault(variant, {})[prompt_class] = spike
+                against = "what its class mix predicts" if prompt_class == ALL_CLASSES else "the mean"
                 spike_line = (
                     f"{label}: worst interval {worst} at {by_interval[worst]:.1f}% rejection, "
-                    f"{spike:+.1f} points over the mean (limit {settings.max_spike_points}, {len(by_interval)} intervals judged)"
+                    f"{spike:+.1f} points over {against} (limit {settings.max_spike_points}, "
+                    f"{len(by_interval)} intervals judged)"
                 )
                 if spike > settings.max_spike_points:
                     failures.append(f"{spike_line}: rejection spike")

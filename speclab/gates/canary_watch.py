@@ -41,6 +41,21 @@ def _by_interval(records: Iterable[RequestRecord], interval_s: float) -> dict[in
     return out
 
 
+def _class_means(records: Iterable[RequestRecord]) -> dict[str, float]:
+    sums: dict[str, tuple[int, int]] = {}
+    for r in records:
+        d, a = sums.get(r.prompt_class, (0, 0))
+        sums[r.prompt_class] = (d + r.spec.drafted, a + r.spec.accepted)
+    return {c: 1.0 - a / d for c, (d, a) in sums.items() if d}
+
+
+def _expected_rejection(rows: Iterable[RequestRecord], class_means: dict[str, float]) -> float | None:
+    """The interval's rejection rate if each of its classes ran at its own mean (its class mix)."""
+    drafted = sum(r.spec.drafted for r in rows if r.prompt_class in class_means)
+    return sum(r.spec.drafted * class_means[r.prompt_class] for r in rows
+               if r.prompt_class in class_means) / drafted if drafted else None
+
+
 def _p99_ms(records: Sequence[RequestRecord]) -> float | None:
     e2e = group_stats(records).latency.get(Metric.E2E_CORRECTED.value)
     return None if e2e is None or e2e.p99 is None else e2e.p99 / 1000.0
@@ -56,7 +71,7 @@ def watch_canary(records: Sequence[RequestRecord], baseline: str, events: Sequen
     for variant in speculative:
         mine = [r for r in records if r.variant == variant and not r.warmup]
         stats = group_stats(mine)
-        mean_rejection = stats.acceptance.rejection_rate
+        class_means = _class_means(mine)
         structured = stats.structured_failure_rate
         if structured is not None:
             line = (f"{variant}: structured-output failures {100 * structured:.1f}% "
@@ -75,11 +90,13 @@ def watch_canary(records: Sequence[RequestRecord], baseline: str, events: Sequen
         for index, rows in sorted(_by_interval(mine, interval_s).items()):
             t = index * interval_s
             acc = group_stats(rows).acceptance
-            if mean_rejection is not None and acc.drafted >= min_interval_drafted and acc.rejection_rate is not None:
-                points = 100 * (acc.rejection_rate - mean_rejection)
+            expected = _expected_rejection(rows, class_means)
+            if expected is not None and acc.drafted >= min_interval_drafted and acc.rejection_rate is not None:
+                points = 100 * (acc.rejection_rate - expected)
                 if points > max_spike_points:
                     out.spikes.append({**link(t, f"{variant} rejection spike ({100 * acc.rejection_rate:.0f}%, "
-                                                 f"{points:+.0f} points over its mean)", events), "interval": index})
+                                                 f"{points:+.0f} points over what its class mix predicts)", events),
+                                       "interval": index})
             failed = [r for r in rows if r.schema_valid is False]
             if failed:
                 out.spikes.append({**link(t, f"{variant} structured-output failures ({len(failed)} in the "

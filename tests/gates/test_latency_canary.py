@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from speclab.gates.canary import evaluate_canary
 from speclab.gates.latency import (
     LatencyInput,
@@ -137,3 +139,19 @@ def test_canary_ignores_sparse_intervals() -> None:
     records = [*steady("k2", "qa", 5, 30), canary_record("k2", "qa", 7.5, 5, 0)]
     result = evaluate_canary(settings, AcceptanceFloors(), "baseline", records)
     assert result.passed, result.details
+
+
+def test_canary_judges_the_all_row_against_each_intervals_class_mix() -> None:
+    """An interval that held only the hardest class is no spike; one worse than its mix predicts is."""
+    settings = CanaryGate(max_rejection_rate_pct=95.0, max_spike_points=25.0, min_interval_drafted=20)
+    easy, hard = steady("k2", "qa", 8, 36), steady("k2", "prose", 8, 2)
+    mixed = [*easy, *hard]
+    only_hard = [canary_record("k2", "prose", 8.5, 40, 2), canary_record("k2", "prose", 8.6, 40, 2)]
+    result = evaluate_canary(settings, AcceptanceFloors(), "baseline", [*mixed, *only_hard])
+    assert result.passed, result.details
+    assert result.metrics["spike_points"]["k2"]["all"] == pytest.approx(0.0, abs=1e-9)
+
+    collapsed = [canary_record("k2", "qa", 8.5, 40, 0), canary_record("k2", "qa", 8.6, 40, 0)]
+    result = evaluate_canary(settings, AcceptanceFloors(), "baseline", [*mixed, *collapsed])
+    assert any(d.startswith("FAIL k2 all: worst interval 8 at 100.0% rejection") and "class mix" in d
+               for d in result.details), result.details
