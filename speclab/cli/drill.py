@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from .base import _guard
+from .options import engine_option
 
 
 @click.command()
@@ -18,7 +19,7 @@ from .base import _guard
               help="the short drill: 45 s of traffic, the canary switched at 8 s, rolled back at 28 s")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
               help="report directory (default: ./drill-LAB); it also gets haproxy.cfg, maps and gateway-api.yaml")
-@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@engine_option()
 @click.option("--duration", type=float, default=None, help="seconds of traffic (default: the scenario's)")
 @click.option("--switch-at", type=float, default=None, help="seconds after traffic starts: the canary tenant moves")
 @click.option("--rollback-at", type=float, default=None,

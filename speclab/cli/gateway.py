@@ -26,6 +26,7 @@ from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
 
 from .base import DefaultGroup, _guard
+from .options import engine_option
 
 if TYPE_CHECKING:  # the gateway package loads when a command runs
     from speclab.gateway.controller import GatewayController
@@ -48,7 +49,7 @@ def gateway() -> None:
 @click.argument("lab_name", metavar="LAB")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
               help="where haproxy.cfg, its maps, the manifests and events go (default: ./gateway-LAB)")
-@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@engine_option()
 @click.option("--variants", default=None, help="comma-separated subset of the lab's variants (the baseline included)")
 @click.option("--tenant", "tenants", multiple=True, help="NAME=POOL (adds to the lab's [gateway] tenants)")
 @click.option("--route", "routes", multiple=True, help="PATH-PREFIX=POOL or MODEL=POOL")

@@ -13,7 +13,7 @@ import click
 from .base import DefaultGroup, _guard
 from .drill import drill
 from .gateway import gateway
-from .options import attach_options, run_options
+from .options import attach_options, engine_option, run_options
 from .sweep import sweep
 
 
@@ -45,7 +45,7 @@ def lab_open(lab_name: str | None, scenario: str | None, **opts: Any) -> None:
 
 @lab.command("show")
 @click.argument("lab_name", metavar="LAB")
-@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@engine_option()
 def lab_show(lab_name: str, engine: str) -> None:
     """Print the `vllm serve` line of each variant, then the simulator line for this machine."""
     from speclab.cli.commands import show_lab
@@ -72,7 +72,7 @@ def run(scenario: str, **opts: Any) -> None:
 @click.option("--keep-going", is_flag=True, help="run every stage even after a failure")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None)
 @click.option("--record", "record_path", type=click.Path(path_type=Path), default=None)
-@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@engine_option()
 @click.option("--force", is_flag=True, help="run an unpaired or misaligned pair anyway (said in the report)")
 @click.option("--seed", type=int, default=None)
 def accept(lab_name: str, **opts: Any) -> None:
@@ -87,7 +87,7 @@ def accept(lab_name: str, **opts: Any) -> None:
 @click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None, help="headless: write a report")
 @click.option("--refire", is_flag=True, help="send the recorded schedule at a lab and compare")
 @click.option("--lab", "lab_name", default=None, help="lab for --refire (default: the recorded one)")
-@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@engine_option()
 @click.option("--speed", type=float, default=1.0, show_default=True)
 @click.option("--force", is_flag=True)
 def replay(recording: str, **opts: Any) -> None:

@@ -8,13 +8,30 @@ from typing import Any, TypeVar
 
 import click
 
+from speclab.servers.backends import AUTO, engine_choices, engine_request
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class EngineChoice(click.Choice):  # type: ignore[type-arg]
+    """The registry's engines as choices; the value reaches the command as an ``EngineRequest``."""
+
+    def __init__(self) -> None:
+        super().__init__(engine_choices())
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return engine_request(super().convert(value, param, ctx))
+
+
+def engine_option() -> Callable[[F], F]:
+    """``--engine``: ``auto`` or an engine of the backend registry (speclab/servers/backends)."""
+    return click.option("--engine", type=EngineChoice(), default=AUTO, show_default=True)
 
 
 def run_options(fn: F) -> F:
     options = [
         click.option("--lab", "lab_name_opt", default=None, help="lab file or bundled lab name"),
-        click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True),
+        engine_option(),
         click.option("--record", "record_path", type=click.Path(path_type=Path), default=None),
         click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None),
         click.option("--duration", type=float, default=None, help="seconds of traffic"),

@@ -15,7 +15,10 @@ from typing import Any
 
 import click
 
+from speclab.servers.backends import EngineRequest
+
 from .base import _guard
+from .options import engine_option
 
 QUICK_K = "0,2,4"
 QUICK_CELL_S = 5.0
@@ -46,7 +49,7 @@ class SweepArgs:
     confirm: bool
     resume: bool
     force: bool
-    engine: str
+    engine: EngineRequest
     seed: int | None
     workers: int
     app: bool
@@ -150,7 +153,7 @@ def run_sweep_app(setup: Any) -> int:
               help="run the recommended schedule against the best fixed k and k=0 afterwards")
 @click.option("--resume", is_flag=True, help="continue the sweep in --report DIR, skipping finished cells")
 @click.option("--force", is_flag=True, help="start over in a directory that holds a sweep; run an unpaired lab")
-@click.option("--engine", type=click.Choice(["auto", "vllm", "sim"]), default="auto", show_default=True)
+@engine_option()
 @click.option("--seed", type=int, default=None, help="the traffic's seed (default: the scenario's)")
 @click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes")
 @click.option("--app", is_flag=True, help="show the sweep in the terminal app: a heat map of speed-up per k x load")

@@ -5,7 +5,9 @@ because an exposition without ``# TYPE`` lines parses as "unknown" families; lab
 name (older prometheus_client versions print them in declaration order). Each series keeps its
 previous value: a counter that goes down, or whose ``_created`` time changed, means the server
 restarted, and the new value is the delta. Engines (the ``engine`` label) are summed. The first
-scrape only sets the baseline, so the session should scrape once before traffic starts.
+scrape only sets the baseline, so the session should scrape once before traffic starts. Series are
+read under speclab's names (vLLM 0.33's); a backend whose server exposes other names says so in
+its ``prometheus`` table, and the scraper reads them back to speclab's.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from speclab.model.names import (
     PROM_WAITING,
 )
 from speclab.model.records import ServerSample
+from speclab.servers.backends.base import PromNames
 
 COUNTERS: dict[str, str] = {
     PROM_PREEMPTIONS: "preemptions",
@@ -79,9 +82,11 @@ class MetricsScraper:
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 5.0,
         fresh_server: bool = False,
+        names: PromNames | None = None,
     ) -> None:
         """``fresh_server``: a server that just started (its counters are zero), so the first scrape
-        counts everything instead of only setting the baseline."""
+        counts everything instead of only setting the baseline. ``names``: the engine's series names
+        where they differ from speclab's (its backend's ``prometheus``)."""
         self.url = base_url.rstrip("/") + "/metrics"
         self.variant = variant
         self._headers = dict(headers or {})
@@ -89,6 +94,7 @@ class MetricsScraper:
         self._previous: dict[_SeriesKey, float] = {}
         self._created: dict[_SeriesKey, float] = {}
         self._baseline_taken = fresh_server
+        self._renames = names.renames() if names is not None else {}
 
     async def scrape(self, session: aiohttp.ClientSession, t: float) -> ServerSample:
         try:
@@ -114,12 +120,13 @@ class MetricsScraper:
         created: dict[_SeriesKey, float] = {}
         for family in text_string_to_metric_families(text):
             for s in family.samples:
-                if s.name.endswith("_created"):
-                    created[_key(s.name[: -len("_created")], s.labels)] = s.value
-                elif s.name in (PROM_RUNNING, PROM_WAITING, PROM_KV_USAGE, PROM_SIM_CLOCK_DRIFT):
-                    gauges.setdefault(s.name, []).append(s.value)
+                name = _ours(s.name, self._renames) if self._renames else s.name
+                if name.endswith("_created"):
+                    created[_key(name[: -len("_created")], s.labels)] = s.value
+                elif name in (PROM_RUNNING, PROM_WAITING, PROM_KV_USAGE, PROM_SIM_CLOCK_DRIFT):
+                    gauges.setdefault(name, []).append(s.value)
                 else:
-                    current[_key(s.name, s.labels)] = s.value
+                    current[_key(name, s.labels)] = s.value
         deltas = self._deltas(current, created)
         self._apply_gauges(sample, gauges)
         for (name, labels), delta in deltas.items():
@@ -186,6 +193,19 @@ class MetricsScraper:
             else:
                 hist[suffix[1:]] += delta
             return
+
+
+_SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created")
+
+
+def _ours(name: str, renames: Mapping[str, str]) -> str:
+    """An exposed sample name under speclab's series name (suffixes kept)."""
+    if name in renames:
+        return renames[name]
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix) and name[: -len(suffix)] in renames:
+            return renames[name[: -len(suffix)]] + suffix
+    return name
 
 
 def _group(key: _SeriesKey) -> _SeriesKey:

@@ -1,65 +1,50 @@
-"""The one place that turns a lab variant into a `vllm serve` (or simulator) command line.
+"""Command lines for a lab's variants, through the engine's backend, and how they are shown.
 
-vLLM 0.33 flags only (``speclab.model.vllm_flags.EMITTED``), speculation as one JSON
-``--speculative-config`` (k schedule, drafting and rejection methods included), loopback host,
-per-request metrics on (spec-decode metrics ``detailed``). The simulator gets the same flags with
-the simulator stand-in model names, plus its own ``--sim-*`` flags, so what is measured on a
-laptop is launched the same way as on a GPU host. The API key never appears in argv: it travels
-in ``VLLM_API_KEY`` (see :func:`server_env`).
+What each engine's argv holds is its backend's business (:mod:`speclab.servers.backends`: vLLM
+0.33 flags only, speculation as one JSON ``--speculative-config``, the simulator with stand-in
+names and its ``--sim-*`` flags). This module is the one entry the launcher, ``speclab lab show``
+and the tests call, and it redacts secrets for display. The API key never appears in argv: it
+travels in ``VLLM_API_KEY`` (see :func:`server_env`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from speclab.model.lab import Effective, Lab, Variant
 
-Engine = Literal["vllm", "sim"]
-SIM_MODULE = "speclab.sim"
-# Per-step drafted and accepted counts ride with every response, so acceptance can be read per k used.
-SPEC_DECODE_METRICS = "detailed"
+from .backends import EngineId
+from .backends.base import SIM_MODULE, Launch
+from .backends.registry import backend
+
+__all__ = ["SIM_MODULE", "Engine", "build_argv", "redact_argv", "redact_env", "render_show_lines",
+           "served_model_name", "server_env", "shell_line", "show_ports", "speculative_config"]
+
+Engine = EngineId
 REDACTED = "***"
 _SECRET_FLAGS = frozenset({"--api-key", "--hf-token"})
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH)", re.IGNORECASE)
 
 
-def served_model_name(lab: Lab, engine: Engine) -> str:
+def served_model_name(lab: Lab, engine: EngineId | str) -> str:
     """The model name clients send: the real target on vLLM, the stand-in on the simulator."""
-    return lab.target.model if engine == "vllm" else lab.target.sim_model
+    return backend(engine).served_model_name(lab)
 
 
-def speculative_config(lab: Lab, eff: Effective, engine: Engine) -> dict[str, Any] | None:
-    if not eff.speculative or lab.draft is None:
-        return None
-    d = lab.draft
-    config: dict[str, Any] = {"method": d.method}
-    draft_model = d.sim_model if engine == "sim" and d.method == "draft_model" else d.model
-    if draft_model and d.method not in ("ngram", "suffix"):
-        config["model"] = draft_model
-    config["num_speculative_tokens"] = eff.num_speculative_tokens
-    config.update(eff.spec_options)
-    if engine == "vllm" and d.revision and draft_model:
-        config["revision"] = d.revision
-    if d.use_heterogeneous_vocab:
-        config["use_heterogeneous_vocab"] = True
-    if d.method == "ngram":
-        if d.prompt_lookup_min is not None:
-            config["prompt_lookup_min"] = d.prompt_lookup_min
-        if d.prompt_lookup_max is not None:
-            config["prompt_lookup_max"] = d.prompt_lookup_max
-    return config
+def speculative_config(lab: Lab, eff: Effective, engine: EngineId | str) -> dict[str, Any] | None:
+    """The ``--speculative-config`` the engine gets for the variant ``eff`` belongs to."""
+    return backend(engine).speculative_config(lab, eff)
 
 
 def build_argv(
     lab: Lab,
     variant: str | Variant,
     *,
-    engine: Engine,
+    engine: EngineId | str,
     host: str = "127.0.0.1",
     port: int,
     python: str = sys.executable,
@@ -67,56 +52,12 @@ def build_argv(
 ) -> list[str]:
     """The full command for one variant's server; ``sim_module`` exists for stand-ins in tests."""
     name = variant if isinstance(variant, str) else variant.name
-    eff = lab.effective(name)
-    if engine == "vllm":
-        argv = ["vllm", "serve", lab.target.model]
-        if lab.target.revision:
-            argv += ["--revision", lab.target.revision]
-        if lab.target.tokenizer:
-            argv += ["--tokenizer", lab.target.tokenizer]
-    else:
-        argv = [python, "-m", sim_module, lab.target.sim_model]
-    argv += ["--served-model-name", served_model_name(lab, engine)]
-    argv += ["--host", host, "--port", str(port), "--seed", str(eff.seed)]
-    argv += ["--tensor-parallel-size", str(eff.tensor_parallel_size)]
-    if eff.gpu_memory_utilization is not None:
-        argv += ["--gpu-memory-utilization", f"{eff.gpu_memory_utilization:g}"]
-    if eff.max_model_len is not None:
-        argv += ["--max-model-len", str(eff.max_model_len)]
-    if eff.max_num_seqs is not None:
-        argv += ["--max-num-seqs", str(eff.max_num_seqs)]
-    if eff.max_num_batched_tokens is not None:
-        argv += ["--max-num-batched-tokens", str(eff.max_num_batched_tokens)]
-    if eff.enable_chunked_prefill is not None:
-        argv.append("--enable-chunked-prefill" if eff.enable_chunked_prefill else "--no-enable-chunked-prefill")
-    if eff.async_scheduling is not None:
-        argv.append("--async-scheduling" if eff.async_scheduling else "--no-async-scheduling")
-    if eff.scheduling_policy is not None:
-        argv += ["--scheduling-policy", eff.scheduling_policy]
-    if eff.stream_interval is not None:
-        argv += ["--stream-interval", str(eff.stream_interval)]
-    spec = speculative_config(lab, eff, engine)
-    if spec is not None:
-        argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    argv += ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", SPEC_DECODE_METRICS]
-    argv.append("--enable-force-include-usage")
-    argv += list(eff.extra_args)
-    if engine == "sim":
-        argv += ["--sim-gpu", eff.sim_gpu]
-        for fault in eff.sim_faults:
-            argv += ["--sim-fault", fault]
-    return argv
+    return backend(engine).argv(lab, name, Launch(host=host, port=port, python=python, module=sim_module))
 
 
-def server_env(lab: Lab, variant: str, *, engine: Engine, api_key: str | None = None) -> dict[str, str]:
+def server_env(lab: Lab, variant: str, *, engine: EngineId | str, api_key: str | None = None) -> dict[str, str]:
     """Environment additions for one server: lab/variant env, CUDA_VISIBLE_DEVICES, VLLM_API_KEY."""
-    eff = lab.effective(variant)
-    env = dict(eff.env)
-    if engine == "vllm":
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in eff.gpus)
-    if api_key:
-        env["VLLM_API_KEY"] = api_key
-    return env
+    return backend(engine).env(lab, variant, api_key=api_key)
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -170,16 +111,16 @@ def render_show_lines(lab: Lab, *, engine_available: str, python: str = "python"
         if variant.lossy_note:
             lines.append(f"# WARNING {variant.name}: {variant.lossy_note}; the equivalence gate fails it")
     for name in lab.variant_names:
-        argv = build_argv(lab, name, engine="vllm", port=ports[name])
-        env = server_env(lab, name, engine="vllm")
+        argv = build_argv(lab, name, engine=EngineId.VLLM, port=ports[name])
+        env = server_env(lab, name, engine=EngineId.VLLM)
         lines.append(_with_key_ref(shell_line(argv, env), key_env))
     if engine == "vllm":
         lines.append(f"# this machine runs the vLLM lines above{f' ({reason})' if reason else ''}")
         return lines
     lines.append(f"# this machine runs the simulator{f' ({reason})' if reason else ''}:")
     for name in lab.variant_names:
-        argv = build_argv(lab, name, engine="sim", port=ports[name], python=python)
-        env = server_env(lab, name, engine="sim")
+        argv = build_argv(lab, name, engine=EngineId.SIM, port=ports[name], python=python)
+        env = server_env(lab, name, engine=EngineId.SIM)
         lines.append(_with_key_ref(shell_line(argv, env), key_env))
     return lines
 

@@ -1,5 +1,7 @@
 """`--engine auto|vllm|sim`: vLLM only where a `vllm` executable and an NVIDIA GPU are both present.
 
+The choices and what each needs come from the backend registry (:mod:`speclab.servers.backends`).
+
 ``SPECLAB_FAKE_GPU=1`` makes a GPU count as visible: it exists for the fake `vllm` in
 tests/servers/fake_vllm, which proves the vLLM launch path on machines without one.
 """
@@ -11,21 +13,28 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from speclab.model.errors import InputError
+
+from .backends import AUTO, EngineId
+from .backends.base import Backend
+from .backends.registry import BACKENDS, backend, fallback
 
 FAKE_GPU_ENV = "SPECLAB_FAKE_GPU"
 
 
 @dataclass(frozen=True, slots=True)
 class EngineChoice:
-    engine: Literal["vllm", "sim"]
+    engine: EngineId
     reason: str
 
     @property
+    def backend(self) -> Backend:
+        return BACKENDS[self.engine]
+
+    @property
     def simulated(self) -> bool:
-        return self.engine == "sim"
+        return self.backend.simulated
 
     def __str__(self) -> str:
         return f"{self.engine}: {self.reason}"
@@ -60,22 +69,27 @@ def gpu_visible() -> str | None:
 
 
 def select_engine(
-    requested: str = "auto",
+    requested: str | EngineId = AUTO,
     *,
     which: Callable[[str], str | None] = shutil.which,
     gpu_probe: Callable[[], str | None] = gpu_visible,
 ) -> EngineChoice:
-    if requested not in ("auto", "vllm", "sim"):
-        raise InputError(f"--engine: expected auto, vllm or sim, got {requested!r}")
-    if requested == "sim":
-        return EngineChoice("sim", "simulator requested (--engine sim)")
-    vllm = which("vllm")
-    gpu = gpu_probe()
-    if vllm and gpu:
-        return EngineChoice("vllm", f"vllm at {vllm}, NVIDIA GPU visible ({gpu})")
-    missing = " and ".join(
-        part for part, present in (("no `vllm` executable on PATH", vllm), ("no NVIDIA GPU visible", gpu)) if not present
-    )
-    if requested == "vllm":
-        raise InputError(f"--engine vllm: {missing}; use --engine sim or --engine auto")
-    return EngineChoice("sim", f"simulated: {missing}")
+    """The engine a run launches: the one named, or for ``auto`` the first real backend of the
+    registry that detects itself here, else the simulator (the reason says what was missing)."""
+    if requested != AUTO:
+        chosen = backend(requested)
+        if chosen.simulated:
+            return EngineChoice(chosen.id, f"simulator requested (--engine {chosen.id})")
+        found = chosen.detect(which=which, gpu_probe=gpu_probe)
+        if found.found is None:
+            raise InputError(f"--engine {chosen.id}: {found.missing}; use --engine {fallback().id} or --engine {AUTO}")
+        return EngineChoice(chosen.id, found.found)
+    missing: list[str] = []
+    for candidate in BACKENDS.values():
+        if candidate.simulated:
+            continue
+        found = candidate.detect(which=which, gpu_probe=gpu_probe)
+        if found.found is not None:
+            return EngineChoice(candidate.id, found.found)
+        missing.append(found.missing or f"{candidate.label} unavailable")
+    return EngineChoice(fallback().id, f"simulated: {'; '.join(missing)}")

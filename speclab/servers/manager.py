@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 import aiohttp
@@ -24,12 +24,15 @@ from speclab.model.records import Event
 from speclab.model.spec_options import SPEC_OPTION_KEYS
 
 from . import identity
-from .argv import SIM_MODULE, Engine, build_argv, redact_argv, served_model_name, server_env, shell_line
+from .argv import redact_argv, shell_line
+from .backends import EngineId
+from .backends.base import SIM_MODULE, Backend, Launch
+from .backends.registry import BACKENDS, backend
+from .backends.vllm import API_KEY_ENV
 from .memory import MemoryInfo
 from .process import LineCallback, ServerProcess, free_port
 
-SIM_SERIES_PREFIX = "speclab_sim_"
-DEFAULT_READY_TIMEOUT_S: dict[str, float] = {"sim": 60.0, "vllm": 1200.0}
+ATTACHED: Literal["attached"] = "attached"
 SETTING_KEYS = (
     "num_speculative_tokens", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
     "async_scheduling", "scheduling_policy", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size",
@@ -41,7 +44,7 @@ class RunningServer:
     variant: str
     base_url: str
     model_name: str | None  # what clients send as "model"; None for an attach not yet probed
-    engine: str  # "vllm" | "sim" | "attached"
+    engine: EngineId | Literal["attached"]
     argv: list[str] = field(default_factory=list)  # redacted
     command: str = ""  # shell-quoted, redacted
     pid: int | None = None  # the server's pid (under the reaper)
@@ -54,6 +57,14 @@ class RunningServer:
     simulated: bool = False  # launched on the simulator, or an attached server serving speclab_sim_* series
     _process: ServerProcess | None = field(default=None, repr=False)
     _token: str = field(default="", repr=False)  # the launch token it must serve (identity.py)
+
+    @property
+    def backend(self) -> Backend:
+        """Its engine's backend; an attached server is read as the simulator if it serves the
+        simulator's series, else as vLLM (whose API speclab attaches to)."""
+        if self.engine != ATTACHED:
+            return BACKENDS[self.engine]
+        return next((b for b in BACKENDS.values() if b.simulated == self.simulated), BACKENDS[EngineId.VLLM])
 
     @property
     def log_tail(self) -> tuple[str, ...]:
@@ -84,7 +95,7 @@ def parse_attach(spec: str) -> tuple[str, str]:
 def attach(label: str, url: str, headers: Mapping[str, str] | None = None) -> RunningServer:
     """A server speclab did not launch; :func:`probe_attached` fills in its model name."""
     _, clean = parse_attach(f"{label}={url}")
-    return RunningServer(variant=label, base_url=clean, model_name=None, engine="attached",
+    return RunningServer(variant=label, base_url=clean, model_name=None, engine=ATTACHED,
                          headers=dict(headers or {}), status="attached", command=f"(attached) {clean}")
 
 
@@ -102,7 +113,8 @@ async def probe_attached(server: RunningServer, timeout: float = 10.0) -> Runnin
             # An attached simulator is still simulated: it serves its own health series.
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
                 async with s.get(f"{server.base_url}/metrics") as resp:
-                    server.simulated = resp.status == 200 and SIM_SERIES_PREFIX in await resp.text()
+                    text = await resp.text() if resp.status == 200 else ""
+                    server.simulated = any(b.simulated and b.recognises(text) for b in BACKENDS.values())
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
         raise ServerNotReadyError(f"{server.variant}: cannot reach {server.base_url}: {error or type(error).__name__}") from None
     models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
@@ -116,7 +128,7 @@ class ServerManager:
     def __init__(
         self,
         lab: Lab,
-        engine: Engine,
+        engine: EngineId | str,
         *,
         log_dir: str | Path,
         api_key: str | None = None,
@@ -129,10 +141,11 @@ class ServerManager:
         sim_module: str = SIM_MODULE,
     ) -> None:
         self.lab = lab
-        self.engine: Engine = engine
+        self.backend: Backend = backend(engine)
+        self.engine: EngineId = self.backend.id
         self.log_dir = Path(log_dir)
         self.host = host
-        self.ready_timeout = ready_timeout if ready_timeout is not None else DEFAULT_READY_TIMEOUT_S[engine]
+        self.ready_timeout = ready_timeout if ready_timeout is not None else self.backend.readiness.start_timeout_s
         self.grace_s = grace_s
         self.clock = clock
         self.servers: dict[str, RunningServer] = {}
@@ -145,7 +158,7 @@ class ServerManager:
     # -- launching ------------------------------------------------------------------------------
 
     def _port_for(self, variant: str, taken: set[int] | None = None) -> int:
-        if variant in self.servers and self.servers[variant].engine != "attached":
+        if variant in self.servers and self.servers[variant].engine != ATTACHED:
             return int(urlparse(self.servers[variant].base_url).port or 0)
         if self.lab.server.base_port:
             port = self.lab.server.base_port + self.lab.variant_names.index(variant)
@@ -159,20 +172,21 @@ class ServerManager:
         return port
 
     def _make(self, lab: Lab, variant: str, port: int) -> RunningServer:
-        argv = build_argv(lab, variant, engine=self.engine, host=self.host, port=port,
-                          python=self._python, sim_module=self._sim_module)
-        env = server_env(lab, variant, engine=self.engine, api_key=self._api_key)
+        engine = self.backend
+        argv = engine.argv(lab, variant, Launch(host=self.host, port=port, python=self._python, module=self._sim_module))
+        env = engine.env(lab, variant, api_key=self._api_key)
         base_url = f"http://{self.host}:{port}"
         token = identity.new_token()
         process = ServerProcess(variant, argv, env={**env, identity.LAUNCH_TOKEN_ENV: token},
                                 log_path=self.log_dir / f"{variant}.log", base_url=base_url,
-                                grace_s=self.grace_s, on_line=self._on_log)
+                                grace_s=self.grace_s, on_line=self._on_log, memory_lines=engine.memory_lines,
+                                health_path=engine.readiness.health_path)
         eff = lab.effective(variant)
         return RunningServer(
-            variant=variant, base_url=base_url, model_name=served_model_name(lab, self.engine), engine=self.engine,
-            argv=redact_argv(argv), command=shell_line(argv, {k: v for k, v in env.items() if k != "VLLM_API_KEY"}),
+            variant=variant, base_url=base_url, model_name=engine.served_model_name(lab), engine=engine.id,
+            argv=redact_argv(argv), command=shell_line(argv, {k: v for k, v in env.items() if k != API_KEY_ENV}),
             memory=process.memory, settings=settings_of(lab, eff), baseline=not eff.speculative,
-            log_path=process.log_path, simulated=self.engine == "sim", _process=process, _token=token,
+            log_path=process.log_path, simulated=engine.simulated, _process=process, _token=token,
         )
 
     async def _launch(self, server: RunningServer) -> RunningServer:
@@ -192,7 +206,7 @@ class ServerManager:
         expected = identity.Expected(
             label=server.variant, base_url=server.base_url, port=int(urlparse(server.base_url).port or 0),
             root_pid=process.reaper_pid, token=server._token, served_model=server.model_name or "",
-            require_token=self.engine == "sim",
+            require_token=self.backend.readiness.serves_launch_token,
         )
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         why = await identity.mismatch(expected, headers)
@@ -222,7 +236,7 @@ class ServerManager:
     async def relaunch(self, variant: str, changes: Mapping[str, Any]) -> Event:
         """Restart one variant with changed settings while the others keep serving."""
         old = self.servers.get(variant)
-        if old is None or old.engine == "attached":
+        if old is None or old.engine == ATTACHED:
             raise InputError(f"relaunch: no launched server for variant {variant!r}")
         try:
             lab = self.lab.with_changes(variant, dict(changes))

@@ -1,20 +1,18 @@
 """Memory facts per server: what the start-up log states, NVML where a GPU exists, a report table.
 
-vLLM and the simulator print the same start-up lines (weights, KV-cache tokens, maximum
-concurrency), so one parser serves both; the simulator's figures are modelled. NVML
-(``nvidia-ml-py``) is optional and only asked where a GPU exists.
+Which lines state the facts is the backend's ``memory_lines``; vLLM and the simulator print the
+same start-up lines (the simulator's figures are modelled), so vLLM's serve both and are the
+default. NVML (``nvidia-ml-py``) is optional and only asked where a GPU exists.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
-_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
-_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+from .backends.base import MemoryLines
+from .backends.vllm import MEMORY_LINES
 
 
 @dataclass(slots=True)
@@ -24,12 +22,12 @@ class MemoryInfo:
     max_concurrency: float | None = None
     max_concurrency_len: int | None = None  # the tokens-per-request the concurrency is stated for
 
-    def update(self, line: str) -> None:
-        if m := _WEIGHTS.search(line):
+    def update(self, line: str, lines: MemoryLines = MEMORY_LINES) -> None:
+        if m := lines.weights_gib.search(line):
             self.weights_gib = float(m.group(1))
-        if m := _KV_TOKENS.search(line):
+        if m := lines.kv_cache_tokens.search(line):
             self.kv_cache_tokens = int(m.group(1).replace(",", ""))
-        if m := _CONCURRENCY.search(line):
+        if m := lines.concurrency.search(line):
             self.max_concurrency_len = int(m.group(1).replace(",", ""))
             self.max_concurrency = float(m.group(2))
 
@@ -37,10 +35,10 @@ class MemoryInfo:
         return {k: float(v) for k, v in asdict(self).items() if v is not None}
 
 
-def parse_memory(lines: Iterable[str]) -> MemoryInfo:
+def parse_memory(lines: Iterable[str], patterns: MemoryLines = MEMORY_LINES) -> MemoryInfo:
     info = MemoryInfo()
     for line in lines:
-        info.update(line)
+        info.update(line, patterns)
     return info
 
 

@@ -1,8 +1,8 @@
 """One server process: started under the reaper, logged, health-checked, stopped as a whole tree.
 
 The server's stdout and stderr go to a log file and an in-memory tail; start-up memory lines are
-parsed as they arrive. :meth:`ServerProcess.wait_ready` polls ``/health`` and, if the server exits
-first, names the cause from its log in one line (:func:`speclab.servers.causes.describe_exit`).
+parsed as they arrive. :meth:`ServerProcess.wait_ready` polls the engine's health endpoint and,
+if the server exits first, names the cause from its log in one line (:func:`speclab.servers.causes.describe_exit`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import aiohttp
 
 from speclab.model.errors import ServerNotReadyError
 
+from .backends.base import MemoryLines
+from .backends.vllm import MEMORY_LINES
 from .causes import describe_exit
 from .memory import MemoryInfo
 from .reaper import PID_LINE
@@ -54,7 +56,11 @@ class ServerProcess:
         grace_s: float = 10.0,
         tail_lines: int = 200,
         on_line: LineCallback | None = None,
+        memory_lines: MemoryLines = MEMORY_LINES,
+        health_path: str = "/health",
     ) -> None:
+        """``memory_lines`` and ``health_path`` are the engine's (its backend's) start-up lines and
+        readiness endpoint."""
         self.label = label
         self.argv = argv
         self.env = dict(env)
@@ -63,6 +69,8 @@ class ServerProcess:
         self.grace_s = grace_s
         self.tail: deque[str] = deque(maxlen=tail_lines)
         self.memory = MemoryInfo()
+        self._memory_lines = memory_lines
+        self.health_path = health_path
         self.server_pid: int | None = None
         self._on_line = on_line
         self._proc: asyncio.subprocess.Process | None = None
@@ -106,12 +114,12 @@ class ServerProcess:
                 log.write(line + "\n")
                 log.flush()
                 self.tail.append(line)
-                self.memory.update(line)
+                self.memory.update(line, self._memory_lines)
                 if self._on_line is not None:
                     self._on_line(self.label, line)
 
     async def wait_ready(self, timeout: float, *, interval: float = 0.1) -> float:
-        """Seconds until ``/health`` answered 200; ServerNotReadyError naming the cause otherwise."""
+        """Seconds until the health endpoint answered 200; ServerNotReadyError naming the cause otherwise."""
         assert self._proc is not None, "start() first"
         started = time.monotonic()
         deadline = started + timeout
@@ -122,14 +130,14 @@ class ServerProcess:
                     await self._drain()
                     raise ServerNotReadyError(f"{self.label}: server {describe_exit(server_status(self.returncode), self.tail)}")
                 with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                    async with session.get(f"{self.base_url}/health") as resp:
+                    async with session.get(f"{self.base_url}{self.health_path}") as resp:
                         if resp.status == 200:
                             return time.monotonic() - started
                 if time.monotonic() >= deadline:
                     last = next((ln for ln in reversed(self.tail) if ln.strip()), "no output")
                     await self.stop()
                     raise ServerNotReadyError(
-                        f"{self.label}: server not ready after {timeout:g} s (no 200 from {self.base_url}/health); "
+                        f"{self.label}: server not ready after {timeout:g} s (no 200 from {self.base_url}{self.health_path}); "
                         f"last log line: {last}"
                     )
                 with contextlib.suppress(asyncio.TimeoutError):

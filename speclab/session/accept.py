@@ -48,6 +48,7 @@ from speclab.model.paths import BUNDLED
 from speclab.model.scenario import load_scenario
 from speclab.model.snapshot import Snapshot
 from speclab.recording.preflight import check_outputs
+from speclab.servers.backends import AUTO, EngineRequest
 from speclab.servers.engine import select_engine
 from speclab.servers.manager import ServerManager
 from speclab.servers.memory import memory_table
@@ -76,7 +77,7 @@ class AcceptOptions:
     keep_going: bool = False
     report_dir: str | Path | None = None
     record_path: str | Path | None = None
-    engine: str = "auto"
+    engine: EngineRequest = AUTO
     force: bool = False
     seed: int | None = None
     overrides: dict[str, Any] | None = None  # per-stage gate overrides, e.g. {"equivalence": {"samples": 50}}

@@ -105,6 +105,7 @@ class AcceptContext:
             name: Target(
                 variant=name, base_url=s.base_url, model=s.model_name or "", headers=dict(s.headers),
                 num_spec_tokens=int(s.settings.get("num_speculative_tokens") or 0) if s.settings.get("method") else 0,
+                engine=s.backend.id,
             )
             for name, s in self.servers.items()
         }

@@ -17,6 +17,7 @@ from speclab.gateway.routing import RoutingTable
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab, load_lab
 from speclab.model.scenario import Scenario, load_scenario
+from speclab.servers.backends import AUTO, EngineRequest
 from speclab.traffic.schedule import build_plan
 from speclab.traffic.tenants import TenantSplitPlan, split_among_tenants
 
@@ -31,7 +32,7 @@ class DrillOptions:
     scenario: str | None = None  # None: the bundled mixed scenario
     quick: bool = False
     report_dir: str | Path | None = None
-    engine: str = "auto"
+    engine: EngineRequest = AUTO
     duration: float | None = None
     switch_at: float | None = None
     rollback_at: float | None = None

@@ -11,6 +11,7 @@ from speclab.model.lab import Lab, load_lab
 from speclab.model.paths import resolve
 from speclab.model.scenario import Scenario
 from speclab.model.scenario import load_scenario as read_scenario
+from speclab.servers.backends import AUTO, EngineRequest
 
 DEFAULT_LAB = "default"
 
@@ -19,7 +20,7 @@ DEFAULT_LAB = "default"
 class RunOptions:
     scenario: str
     lab: str | None = None
-    engine: str = "auto"
+    engine: EngineRequest = AUTO
     attach: tuple[str, ...] = ()
     headers: tuple[str, ...] = ()
     api_key_env: str | None = None

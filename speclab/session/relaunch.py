@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from .live import LiveSession
 
 KEY_ALIASES = {"k": "num_speculative_tokens"}
-ANSWER_TIMEOUT_S = {"sim": 60.0, "vllm": 600.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +129,7 @@ def target_for(server: RunningServer, epoch: int) -> Target:
     settings = server.settings
     k = int(settings.get("num_speculative_tokens") or 0) if settings.get("method") else 0
     return Target(variant=server.variant, base_url=server.base_url, model=server.model_name or "",
-                  headers=dict(server.headers), num_spec_tokens=k, epoch=epoch)
+                  headers=dict(server.headers), num_spec_tokens=k, epoch=epoch, engine=server.backend.id)
 
 
 async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str, Any]) -> None:
@@ -157,7 +156,7 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
             done = await manager.relaunch(variant, changes)
             server = session.servers_running[variant] = manager.servers[variant]
             server.headers = dict(session.headers)
-            await first_answer(session.http, server, ANSWER_TIMEOUT_S.get(server.engine, 600.0))
+            await first_answer(session.http, server, server.backend.readiness.answer_timeout_s)
         except SpeclabError as error:
             session.add_event(Event(t=session.now(), kind=RELAUNCH_FAILED_EVENT, variant=variant,
                                     message=f"{variant}: relaunch failed: {error}", data={"from_epoch": before}))

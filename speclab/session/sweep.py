@@ -28,6 +28,7 @@ from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import Lab
 from speclab.model.snapshot import Snapshot
+from speclab.servers.backends import AUTO, EngineRequest
 from speclab.servers.engine import select_engine
 from speclab.servers.pairing import pair_info, require_pairing
 from speclab.sweep import (
@@ -66,7 +67,7 @@ class SweepSetup:
     grid: Grid
     directory: Path
     cell_s: float  # measured seconds per cell, after the warm-up
-    engine: str = "auto"
+    engine: EngineRequest = AUTO
     seed: int | None = None
     workers: int = 1
     force: bool = False

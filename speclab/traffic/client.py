@@ -19,10 +19,12 @@ from typing import Any
 import aiohttp
 import jsonschema
 
-from speclab.model.acceptance import per_k_counts, steps_drafting_position
 from speclab.model.gateway import BACKEND_HEADER
 from speclab.model.names import CountSource, ErrorKind
 from speclab.model.records import RequestRecord, SpecCounts
+from speclab.servers.backends import EngineId
+from speclab.servers.backends.base import ResponseMetrics
+from speclab.servers.backends.registry import BACKENDS
 
 from .schedule import PlannedRequest
 from .sse import DONE, MalformedStream, SSEParser
@@ -41,6 +43,7 @@ class Target:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     num_spec_tokens: int = 0
     epoch: int = 1  # the variant's config epoch; records sent here carry it
+    engine: EngineId = EngineId.VLLM  # whose per-request metrics the responses carry (attached: vLLM's)
 
 
 class _StreamError(Exception):
@@ -97,22 +100,6 @@ def estimate_spec(chunk_tokens: list[int], k: int) -> SpecCounts:
                       num_spec_tokens=k, source=CountSource.ESTIMATED.value)
 
 
-def exact_spec(sd: dict[str, Any]) -> SpecCounts:
-    hist = [int(x) for x in sd.get("acceptance_histogram") or []]
-    k = int(sd.get("num_spec_tokens") or max(len(hist) - 1, 0))
-    per_step = [int(x) for x in sd.get("per_step_drafted") or []]  # vLLM's "detailed" mode only
-    return SpecCounts(
-        steps=int(sd.get("num_spec_steps") or 0),
-        drafted=int(sd.get("num_draft_tokens") or 0),
-        accepted=int(sd.get("num_accepted_draft_tokens") or 0),
-        histogram=hist,
-        num_spec_tokens=k,
-        source=CountSource.EXACT.value,
-        drafted_per_position=steps_drafting_position(0, 0, k, hist, per_step)[0] if per_step else [],
-        per_k=per_k_counts(sd.get("per_step_drafted") or [], sd.get("per_step_accepted") or []),
-    )
-
-
 async def run_request(
     session: aiohttp.ClientSession,
     target: Target,
@@ -147,7 +134,7 @@ async def run_request(
             if resp.status != 200:
                 raise _StreamError(_status_kind(resp.status), await _error_text(resp))
             await state.consume(resp)
-        state.finish(target.num_spec_tokens, req.schema)
+        state.finish(target.num_spec_tokens, req.schema, BACKENDS[target.engine].parse_response_metrics)
     except _StreamError as error:
         state.fail(error.kind, str(error))
     except asyncio.CancelledError:
@@ -298,7 +285,8 @@ class _Stream:
         if reason is not None:
             rec.finish_reason = reason
 
-    def finish(self, k: int, schema: dict[str, Any] | None) -> None:
+    def finish(self, k: int, schema: dict[str, Any] | None,
+               read_metrics: Callable[[dict[str, Any]], ResponseMetrics]) -> None:
         rec = self.rec
         rec.output_text = "".join(self.texts)
         counted = sum(rec.chunk_tokens)
@@ -306,12 +294,12 @@ class _Stream:
             rec.output_tokens = counted
         metrics = self.metrics
         if metrics:
-            rec.server_queue_ms = _float(metrics.get("queue_time_ms"))
-            rec.server_prefill_ms = _float(metrics.get("time_to_first_token_ms"))
-            rec.server_decode_ms = _float(metrics.get("generation_time_ms"))
-            sd = metrics.get("speculative_decoding")
-            if isinstance(sd, dict):
-                rec.spec = exact_spec(sd)
+            server = read_metrics(metrics)
+            rec.server_queue_ms = server.queue_ms
+            rec.server_prefill_ms = server.prefill_ms
+            rec.server_decode_ms = server.decode_ms
+            if server.spec is not None:
+                rec.spec = server.spec
         if rec.spec.source == CountSource.NONE.value and k > 0:
             rec.spec = estimate_spec(rec.chunk_tokens, k)
         if schema is not None:
@@ -324,10 +312,6 @@ class _Stream:
         rec.output_text = "".join(self.texts)
         if rec.output_tokens == 0:
             rec.output_tokens = sum(rec.chunk_tokens)
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _logprob_entries(logprobs: Any) -> list[dict[str, Any]]:

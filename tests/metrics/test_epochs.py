@@ -226,7 +226,7 @@ def test_steps_that_did_not_draft_a_position_do_not_count_against_it() -> None:
 
 def test_detailed_per_step_counts_give_exact_positions_through_the_client_and_the_cells() -> None:
     from speclab.metrics.cells import Counts
-    from speclab.traffic.client import exact_spec
+    from speclab.servers.backends.vllm import exact_spec
 
     sd = {"acceptance_histogram": [2, 2, 1, 1], "num_spec_steps": 6, "num_draft_tokens": 14,
           "num_accepted_draft_tokens": 7, "num_spec_tokens": 3, "per_step_drafted": [3, 3, 3, 3, 1, 1]}

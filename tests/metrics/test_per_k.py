@@ -6,7 +6,7 @@ from speclab.headless.report import class_dict
 from speclab.metrics.cells import Counts, class_stats
 from speclab.model.acceptance import per_k_counts
 from speclab.model.records import RequestRecord
-from speclab.traffic.client import exact_spec
+from speclab.servers.backends.vllm import exact_spec
 from speclab.ui.widgets.acceptance import render_distribution
 
 
