@@ -1,38 +1,22 @@
-"""Name why a server died, in one line, from its log (vLLM 0.33 and the simulator print alike)."""
+"""Name why a server died, in one line, from its log.
+
+The causes and the lines that show them are the backend's ``exit_causes`` (vLLM 0.33's by
+default: the simulator prints alike, and HAProxy's "Address already in use" matches too).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-# (cause, patterns) in priority order: the first cause with a matching line wins.
-_CAUSES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
-    (
-        "CUDA out of memory",
-        (
-            re.compile(r"CUDA out of memory|OutOfMemoryError"),
-            re.compile(r"No available memory for the cache blocks"),
-            re.compile(r"is larger than the available KV cache memory|KV cache is needed, which is larger"),
-        ),
-    ),
-    ("unknown argument", (re.compile(r"unrecognized arguments?:?.*"), re.compile(r"error: argument \S+"))),
-    ("port in use", (re.compile(r"Address already in use|\[Errno 98\]"),)),
-    (
-        "model not found",
-        (
-            re.compile(r"Unknown model"),
-            re.compile(r"Repository Not Found|RepositoryNotFoundError|is not a local folder and is not a valid model identifier"),
-            re.compile(r"[Mm]odel .* not found|No such model"),
-        ),
-    ),
-    ("engine crashed", (re.compile(r"EngineCore encountered a fatal error|Engine core initialization failed"),)),
-)
+from .backends.base import ExitCause
+from .backends.vllm import EXIT_CAUSES
 
 
-def classify_failure(lines: Iterable[str]) -> tuple[str, str] | None:
+def classify_failure(lines: Iterable[str], causes: Sequence[ExitCause] = EXIT_CAUSES) -> tuple[str, str] | None:
     """(cause, the log line that shows it), or None if the log names no known cause."""
     lines = list(lines)
-    for cause, patterns in _CAUSES:
+    for cause, patterns in causes:
         for i, line in enumerate(lines):
             if any(p.search(line) for p in patterns):
                 return cause, _strip_prefix(_root_cause(lines, i))
@@ -48,10 +32,10 @@ def _root_cause(lines: list[str], i: int) -> str:
     return lines[i]
 
 
-def describe_exit(returncode: int | None, lines: Iterable[str]) -> str:
+def describe_exit(returncode: int | None, lines: Iterable[str], causes: Sequence[ExitCause] = EXIT_CAUSES) -> str:
     """One line: the named cause and its evidence, else the exit status and the last log line."""
     lines = [ln for ln in lines if ln.strip()]
-    found = classify_failure(lines)
+    found = classify_failure(lines, causes)
     status = "exited" if returncode is None else (f"exited with code {returncode}" if returncode >= 0 else f"killed by signal {-returncode}")
     if found:
         cause, evidence = found

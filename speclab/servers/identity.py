@@ -7,9 +7,9 @@ used where the engine allows it:
 
 - before launch, the port is free (a bind test, naming the process that holds it);
 - after readiness, the listening socket belongs to a process of the launched tree (psutil);
-- the simulator serves the launch token speclab gave it (``SPECLAB_LAUNCH_TOKEN``) on
-  ``/version``; vLLM has no such field, so for vLLM the served model names (``/v1/models``) must
-  include the name speclab passed.
+- a backend whose ``readiness.serves_launch_token`` is set (the simulator) serves the launch token
+  speclab gave it (``SPECLAB_LAUNCH_TOKEN``) on ``/version``; vLLM has no such field, so for vLLM
+  the served model names (``/v1/models``) must include the name speclab passed.
 """
 
 from __future__ import annotations

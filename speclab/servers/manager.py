@@ -180,7 +180,7 @@ class ServerManager:
         process = ServerProcess(variant, argv, env={**env, identity.LAUNCH_TOKEN_ENV: token},
                                 log_path=self.log_dir / f"{variant}.log", base_url=base_url,
                                 grace_s=self.grace_s, on_line=self._on_log, memory_lines=engine.memory_lines,
-                                health_path=engine.readiness.health_path)
+                                health_path=engine.readiness.health_path, exit_causes=engine.exit_causes)
         eff = lab.effective(variant)
         return RunningServer(
             variant=variant, base_url=base_url, model_name=engine.served_model_name(lab), engine=engine.id,

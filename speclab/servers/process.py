@@ -15,15 +15,15 @@ import socket
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import aiohttp
 
 from speclab.model.errors import ServerNotReadyError
 
-from .backends.base import MemoryLines
-from .backends.vllm import MEMORY_LINES
+from .backends.base import ExitCause, MemoryLines
+from .backends.vllm import EXIT_CAUSES, MEMORY_LINES
 from .causes import describe_exit
 from .memory import MemoryInfo
 from .reaper import PID_LINE
@@ -58,9 +58,10 @@ class ServerProcess:
         on_line: LineCallback | None = None,
         memory_lines: MemoryLines = MEMORY_LINES,
         health_path: str = "/health",
+        exit_causes: Sequence[ExitCause] = EXIT_CAUSES,
     ) -> None:
-        """``memory_lines`` and ``health_path`` are the engine's (its backend's) start-up lines and
-        readiness endpoint."""
+        """``memory_lines``, ``health_path`` and ``exit_causes`` are the engine's (its backend's)
+        start-up lines, readiness endpoint and death messages."""
         self.label = label
         self.argv = argv
         self.env = dict(env)
@@ -71,6 +72,7 @@ class ServerProcess:
         self.memory = MemoryInfo()
         self._memory_lines = memory_lines
         self.health_path = health_path
+        self._exit_causes = exit_causes
         self.server_pid: int | None = None
         self._on_line = on_line
         self._proc: asyncio.subprocess.Process | None = None
@@ -128,7 +130,7 @@ class ServerProcess:
             while True:
                 if self._proc.returncode is not None:
                     await self._drain()
-                    raise ServerNotReadyError(f"{self.label}: server {describe_exit(server_status(self.returncode), self.tail)}")
+                    raise ServerNotReadyError(f"{self.label}: server {describe_exit(server_status(self.returncode), self.tail, self._exit_causes)}")
                 with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
                     async with session.get(f"{self.base_url}{self.health_path}") as resp:
                         if resp.status == 200:
@@ -152,7 +154,7 @@ class ServerProcess:
         if self._proc.returncode is None:
             return None
         await self._drain()
-        return describe_exit(server_status(self.returncode), self.tail)
+        return describe_exit(server_status(self.returncode), self.tail, self._exit_causes)
 
     async def _drain(self) -> None:
         if self._reader is not None:

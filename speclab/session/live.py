@@ -218,7 +218,8 @@ class LiveSession:
                 server.headers = dict(self.headers)
         for name, server in self.servers_running.items():
             self.aggregator.launch(name, dict(server.settings), baseline=server.baseline)
-            self.scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers)
+            self.scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers,
+                                                 names=server.backend.prometheus)
             await self.scrapers[name].scrape(self.http, self.now())  # baseline: deltas start here
         targets = {name: target_for(s, 1) for name, s in self.servers_running.items()}
         self.runner = TrafficRunner(self.plan, targets, workers=self.options.workers, sequential=self.options.sequential,

@@ -163,7 +163,7 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
             raise
         if server.base_url != old_url:  # same URL: the scraper sees the restart and counts from zero
             session.scrapers[variant] = MetricsScraper(server.base_url, variant, headers=server.headers,
-                                                       fresh_server=True)
+                                                       fresh_server=True, names=server.backend.prometheus)
         epoch = before + 1
         first = book.info(variant, 1)
         label = epoch_label(variant, epoch, first.settings if first else {}, server.settings)

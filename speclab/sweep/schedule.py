@@ -16,6 +16,7 @@ from typing import Any
 
 from speclab.model.lab import Lab
 from speclab.servers.argv import speculative_config as lab_speculative_config
+from speclab.servers.backends import EngineId
 
 from .cells import ALL, MEASURES
 from .grid import CellConfig, LoadLevel
@@ -158,7 +159,7 @@ def speculative_config(lab: Lab, rec: Recommendation) -> dict[str, Any] | None:
     if not rec.speculates or lab.draft is None:
         return None
     speculative = [v.name for v in lab.variants if v.speculative]
-    base = lab_speculative_config(lab, lab.effective(speculative[0]), "vllm") if speculative else None
+    base = lab_speculative_config(lab, lab.effective(speculative[0]), EngineId.VLLM) if speculative else None
     config: dict[str, Any] = dict(base) if base else {"method": lab.draft.method}
     if base is None and lab.draft.model and lab.draft.method not in ("ngram", "suffix"):
         config["model"] = lab.draft.model

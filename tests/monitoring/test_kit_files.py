@@ -16,7 +16,7 @@ from speclab.cli.main import cli
 from speclab.monitoring import promql, rules
 from speclab.monitoring.kit import DASHBOARD_FILE, Kit
 
-from ..servers.regen_vllm_flags import venv_python
+from ..servers.parser_env import venv_python
 from ..vllm_env import missing
 
 VLLM_NAME = re.compile(r"vllm:[a-zA-Z0-9_]+")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from speclab.sim.spec_args import SpecConfigError, spec_config_from_json
 
 from ..vllm_env import missing
 from .labdata import DRAFTS, bundled_labs, flag_variety_labs, method_lab, spec_variety_labs
-from .regen_vllm_flags import HERE, render, venv_python
+from .parser_env import DATA_FILE, PROBE, render, venv_python
 
 pytestmark = pytest.mark.vllm_parser
 
@@ -36,7 +35,7 @@ if not (PYTHON.parent.parent / ".speclab-ready").exists():
 
 def _probe(mode: str, payload: Any = None) -> Any:
     out = subprocess.run(
-        [str(PYTHON), str(HERE / "vllm_parser_probe.py"), mode],
+        [str(PYTHON), str(PROBE), mode],
         input=json.dumps(payload) if payload is not None else "",
         capture_output=True, text=True, timeout=110, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
     )
@@ -92,9 +91,8 @@ def test_committed_flag_tables_match_the_parser(parsed: dict[str, Any]) -> None:
     assert not REMOVED & set(tables["flags"])
     assert {k: v for k, v in tables["flags"].items() if k not in EMITTED and k != "--help"} == {**OTHER_KNOWN}
     assert {k: v for k, v in tables["aliases"].items() if k != "-h"} == SHORT_ALIASES
-    # the generated block is exactly what the regenerator writes now
-    source = (Path(__file__).resolve().parents[2] / "speclab/model/vllm_flags.py").read_text()
-    assert render(tables, set(EMITTED)) in source
+    # the data file is exactly what the generator writes now (scripts/regen_vllm_flags.py)
+    assert DATA_FILE.read_text(encoding="utf-8") == render(tables)
 
 
 # Configs vLLM 0.33 refuses; the simulator must refuse each in vLLM's own words.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 SIM_MODULE = "speclab.sim"
 
+ExitCause = tuple[str, tuple[re.Pattern[str], ...]]  # a cause of death, and the log lines that show it
 Which = Callable[[str], str | None]  # shutil.which
 GpuProbe = Callable[[], str | None]  # how a GPU was found, or None
 
@@ -129,6 +130,11 @@ class Backend(Protocol):
 
     @property
     def memory_lines(self) -> MemoryLines: ...
+
+    @property
+    def exit_causes(self) -> Sequence[ExitCause]:
+        """Why a server died, from its log, in priority order."""
+        ...
 
     @property
     def prometheus(self) -> PromNames: ...

@@ -31,6 +31,7 @@ class SimBackend:
     readiness = Readiness(health_path="/health", start_timeout_s=60.0, answer_timeout_s=60.0,
                           serves_launch_token=True)
     memory_lines = vllm.MEMORY_LINES
+    exit_causes = vllm.EXIT_CAUSES  # vLLM's words for the same failures
     prometheus = vllm.VllmBackend.prometheus
 
     def served_model_name(self, lab: Lab) -> str:

@@ -23,6 +23,7 @@ from speclab.model.records import SpecCounts
 
 from .base import (
     Detection,
+    ExitCause,
     FlagTable,
     GpuProbe,
     Launch,
@@ -46,6 +47,30 @@ MEMORY_LINES = MemoryLines(
     weights_gib=re.compile(r"Model loading took ([\d.]+) GiB"),
     kv_cache_tokens=re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
     concurrency=re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"),
+)
+
+# Why a vLLM 0.33 server died, as its log says: (cause, patterns) in priority order; the first
+# cause with a matching line wins.
+EXIT_CAUSES: tuple[ExitCause, ...] = (
+    (
+        "CUDA out of memory",
+        (
+            re.compile(r"CUDA out of memory|OutOfMemoryError"),
+            re.compile(r"No available memory for the cache blocks"),
+            re.compile(r"is larger than the available KV cache memory|KV cache is needed, which is larger"),
+        ),
+    ),
+    ("unknown argument", (re.compile(r"unrecognized arguments?:?.*"), re.compile(r"error: argument \S+"))),
+    ("port in use", (re.compile(r"Address already in use|\[Errno 98\]"),)),
+    (
+        "model not found",
+        (
+            re.compile(r"Unknown model"),
+            re.compile(r"Repository Not Found|RepositoryNotFoundError|is not a local folder and is not a valid model identifier"),
+            re.compile(r"[Mm]odel .* not found|No such model"),
+        ),
+    ),
+    ("engine crashed", (re.compile(r"EngineCore encountered a fatal error|Engine core initialization failed"),)),
 )
 
 
@@ -144,6 +169,7 @@ class VllmBackend:
     readiness = Readiness(health_path="/health", start_timeout_s=1200.0, answer_timeout_s=600.0,
                           serves_launch_token=False)
     memory_lines = MEMORY_LINES
+    exit_causes = EXIT_CAUSES
     prometheus = PromNames()  # speclab's series are vLLM 0.33's names
 
     def served_model_name(self, lab: Lab) -> str:
