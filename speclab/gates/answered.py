@@ -17,12 +17,8 @@ from dataclasses import dataclass, replace
 from speclab.model.names import ErrorKind
 from speclab.model.records import RequestRecord
 
-from .result import CANARY, EQUIVALENCE, GOLDEN, LATENCY_CURVE, STRESS, STRUCTURED, StageResult
-
-TITLES = {
-    GOLDEN: "golden set", EQUIVALENCE: "equivalence", STRUCTURED: "structured output",
-    LATENCY_CURVE: "latency curve", STRESS: "concurrency stress", CANARY: "canary",
-}
+from .result import StageResult
+from .stages import spec
 
 # What each kind is called in a summary: "3 stalled (no chunk for 30 s)".
 _PHRASES: dict[str, str] = {
@@ -99,6 +95,6 @@ def unanswered_result(result: StageResult, lines: list[str]) -> StageResult:
     if not lines or result.skipped:
         return result
     own = [f"on the answered requests: {line.removeprefix('FAIL ')}" for line in result.details]
-    failed = StageResult.of(result.stage, lines, f"{TITLES.get(result.stage, result.stage)}: {'; '.join(lines)}",
+    failed = StageResult.of(result.stage, lines, f"{spec(result.stage).title}: {'; '.join(lines)}",
                             own, result.metrics)
     return replace(failed, metrics={**result.metrics, "unanswered": lines})

@@ -21,7 +21,8 @@ from speclab.model.records import RequestRecord
 from speclab.model.snapshot import ALL_CLASSES, AcceptanceStats
 
 from .latency import acceptance_floor_failures
-from .result import CANARY, StageResult
+from .result import StageResult
+from .stages import CANARY
 
 
 @dataclass(slots=True)

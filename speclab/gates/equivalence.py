@@ -22,7 +22,8 @@ from speclab.model.gates import EquivalenceGate
 from speclab.model.records import RequestRecord
 
 from .equivalence_real import evaluate_tolerance
-from .result import EQUIVALENCE, StageResult
+from .result import StageResult
+from .stages import EQUIVALENCE
 from .tokenizer_alignment import first_difference
 
 Decode = Callable[[Sequence[int]], str]

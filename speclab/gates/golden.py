@@ -30,7 +30,8 @@ from speclab.model.gates import GoldenGate
 from speclab.model.loading import load_jsonl
 from speclab.model.records import RequestRecord
 
-from .result import GOLDEN, StageResult
+from .result import StageResult
+from .stages import GOLDEN
 
 REFUSAL_PHRASES: tuple[str, ...] = (
     "i can't help", "i cannot help", "i can't assist", "i cannot assist", "i won't help",

@@ -16,7 +16,8 @@ from speclab.model.gates import AcceptanceFloors, LatencyGate, StressGate
 from speclab.model.names import Metric
 from speclab.model.snapshot import ALL_CLASSES, AcceptanceStats, Percentiles, VariantStats
 
-from .result import LATENCY_CURVE, STRESS, StageResult
+from .result import StageResult
+from .stages import LATENCY_CURVE, STRESS
 
 
 @dataclass(frozen=True, slots=True)

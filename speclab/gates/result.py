@@ -1,4 +1,4 @@
-"""The outcome of one acceptance stage, in the order and with the exit codes of docs/measurements.md.
+"""The outcome of one acceptance stage, with the exit code its entry in ``stages.STAGES`` gives it.
 
 Every evaluation function in ``speclab.gates`` returns a ``StageResult`` so the accept
 orchestration, the reports and the JUnit writer treat all stages alike.
@@ -7,31 +7,26 @@ orchestration, the reports and the JUnit writer treat all stages alike.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from speclab.model.exit_codes import ExitCode
 
-TOKENIZER_ALIGNMENT: Final = "tokenizer_alignment"
-GOLDEN: Final = "golden"
-EQUIVALENCE: Final = "equivalence"
-STRUCTURED: Final = "structured"
-LATENCY_CURVE: Final = "latency_curve"
-STRESS: Final = "stress"
-CANARY: Final = "canary"
-
-STAGE_ORDER: Final[tuple[str, ...]] = (
-    TOKENIZER_ALIGNMENT, GOLDEN, EQUIVALENCE, STRUCTURED, LATENCY_CURVE, STRESS, CANARY,
+from .stages import (
+    CANARY,
+    EQUIVALENCE,
+    GOLDEN,
+    LATENCY_CURVE,
+    STAGE_EXIT_CODES,
+    STAGE_ORDER,
+    STRESS,
+    STRUCTURED,
+    TOKENIZER_ALIGNMENT,
 )
 
-STAGE_EXIT_CODES: Final[dict[str, ExitCode]] = {
-    TOKENIZER_ALIGNMENT: ExitCode.TOKENIZER_ALIGNMENT,
-    GOLDEN: ExitCode.GOLDEN_SET,
-    EQUIVALENCE: ExitCode.EQUIVALENCE,
-    STRUCTURED: ExitCode.STRUCTURED_OUTPUT,
-    LATENCY_CURVE: ExitCode.LATENCY_CURVE,
-    STRESS: ExitCode.CONCURRENCY_STRESS,
-    CANARY: ExitCode.CANARY,
-}
+__all__ = [
+    "CANARY", "EQUIVALENCE", "GOLDEN", "LATENCY_CURVE", "STAGE_EXIT_CODES", "STAGE_ORDER", "STRESS", "STRUCTURED",
+    "TOKENIZER_ALIGNMENT", "StageResult",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from speclab.model.gates import StructuredGate
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import ALL_CLASSES
 
-from .result import STRUCTURED, StageResult
+from .result import StageResult
+from .stages import STRUCTURED
 
 EXAMPLES: Final = 3  # failure examples kept per variant and class
 INVALID: Final = "invalid"

@@ -19,7 +19,8 @@ from tokenizers import Tokenizer
 
 from speclab.model.errors import InputError
 
-from .result import TOKENIZER_ALIGNMENT, StageResult
+from .result import StageResult
+from .stages import TOKENIZER_ALIGNMENT
 
 SAMPLE_TEXTS: Final[tuple[str, ...]] = (
     "What is the capital of France? The capital of France is Paris.",

@@ -12,7 +12,7 @@ import time
 from typing import Any, Final
 
 from speclab import __version__
-from speclab.gates.result import STAGE_EXIT_CODES, STAGE_ORDER
+from speclab.gates.stages import STAGE_EXIT_CODES, STAGE_ORDER
 from speclab.model.names import Metric
 
 from .release_inputs import ACCEPT, DRILL, HOW_TO_MAKE, KINDS, SWEEP, ReleaseInput, ReleaseInputs

@@ -2,7 +2,7 @@
 
 Tokenizer alignment runs before any server starts; then the lab's servers start once and the
 golden set, equivalence, structured output, latency curve, concurrency stress and canary run
-against them in ``STAGE_ORDER``. The first failing stage stops the run (unless ``keep_going``)
+against them in the order of ``gates.stages.STAGES``. The first failing stage stops the run (unless ``keep_going``)
 and its code is the exit code. Whatever happens — a failure, a server that never came up,
 Ctrl-C — the servers are stopped and report.json, report.md and junit.xml are written.
 """
@@ -16,7 +16,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,18 +24,8 @@ from speclab import __version__
 from speclab.gates.answered import check_answered, unanswered_result
 from speclab.gates.golden import load_golden
 from speclab.gates.junit import write_junit
-from speclab.gates.result import (
-    CANARY,
-    EQUIVALENCE,
-    GOLDEN,
-    LATENCY_CURVE,
-    STAGE_ORDER,
-    STRESS,
-    STRUCTURED,
-    TOKENIZER_ALIGNMENT,
-    StageResult,
-)
-from speclab.gateway.config import find_haproxy
+from speclab.gates.result import StageResult
+from speclab.gates.stages import CANARY, STAGE_ORDER, spec
 from speclab.headless.report import build_report, write_report
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.errors import InputError, ServerNotReadyError
@@ -55,17 +44,14 @@ from speclab.servers.memory import memory_table
 from speclab.servers.pairing import pair_info, require_pairing
 
 from .accept_context import AcceptContext
-from .accept_correctness import equivalence_stage, golden_stage, structured_stage, tokenizer_stage
-from .accept_gateway import gateway_canary_configured
-from .accept_load import canary_stage, latency_stage, stress_stage
 from .accept_servers import server_states
+from .accept_stages import RUNNERS
 from .api import ServerView, SessionInfo
 from .live import server_view
 from .signals import catch_interrupts, release_interrupts
 
 CANARY_SCENARIO = "mixed"
 GOLDEN_DIR = BUNDLED / "scenarios" / "golden"
-SPEED_STAGES = (LATENCY_CURVE, STRESS)
 
 
 @dataclass(frozen=True)
@@ -84,7 +70,7 @@ class AcceptOptions:
 
 
 def selected_stages(stages: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The requested subset in ``STAGE_ORDER``; unknown names are bad input."""
+    """The requested subset in the registry's order; unknown names are bad input."""
     if not stages:
         return STAGE_ORDER
     unknown = [s for s in stages if s not in STAGE_ORDER]
@@ -101,8 +87,10 @@ class _Run:
         check_outputs(options.record_path, options.report_dir, force=options.force)  # exit 2 before any server
         self.stages = selected_stages(options.stages)
         self.lab = load_lab(options.lab)
-        if CANARY in self.stages and gateway_canary_configured(self.lab):
-            find_haproxy()  # the canary runs through HAProxy: missing is bad input before any server starts
+        for stage in self.stages:
+            preflight = RUNNERS[stage].preflight
+            if preflight is not None:
+                preflight(self.lab)
         self.profile = load_gates(options.gates_file).profile(options.profile, options.overrides)
         self.engine = select_engine(options.engine)
         self.pairing = require_pairing(self.lab, force=options.force)
@@ -157,31 +145,18 @@ class _Run:
         records = list(self.ctx.stage_records)
         if not records or result.skipped:
             return result
-        allowed = {STRESS: self.profile.stress.max_error_rate_pct,
-                   CANARY: self.profile.canary.max_error_rate_pct}.get(stage, 0.0)
+        allowed = spec(stage).allowed_error_pct(self.profile)
         states = await server_states(self.ctx.servers, records)
         lines = check_answered(stage, records, states=states, answered_before=before, allowed_error_pct=allowed)
         return unanswered_result(result, lines)
 
     async def _evaluate(self, stage: str) -> StageResult:
-        ctx = self.ctx
-        if stage in SPEED_STAGES and ctx.misaligned:
+        facts = spec(stage)
+        if facts.speed and self.ctx.misaligned:
             return StageResult.skip(stage, "tokenizers misaligned: no speed-up is measured on this pair (use --force)")
-        if stage == TOKENIZER_ALIGNMENT:
-            return tokenizer_stage(ctx)
-        if self.manager is None:
+        if facts.needs_servers and self.manager is None:
             await self.start_servers()
-        simple: dict[str, Callable[[AcceptContext], Awaitable[StageResult]]] = {
-            GOLDEN: golden_stage, EQUIVALENCE: equivalence_stage, STRUCTURED: structured_stage,
-        }
-        if stage in simple:
-            return await simple[stage](ctx)
-        if stage == LATENCY_CURVE:
-            result, snap = await latency_stage(ctx)
-        elif stage == STRESS:
-            result, snap = await stress_stage(ctx)
-        else:
-            result, snap = await canary_stage(ctx)
+        result, snap = await RUNNERS[stage].run(self.ctx)
         self._keep(snap, stage)
         return result
 

@@ -13,7 +13,8 @@ from tokenizers import Tokenizer
 from speclab.gates.equivalence import Decode, evaluate_equivalence
 from speclab.gates.equivalence_real import comparison_mode, logprob_request
 from speclab.gates.golden import GoldenCase, evaluate_golden
-from speclab.gates.result import STRUCTURED, TOKENIZER_ALIGNMENT, StageResult
+from speclab.gates.result import StageResult
+from speclab.gates.stages import STRUCTURED, TOKENIZER_ALIGNMENT
 from speclab.gates.structured import FallbackLedger, evaluate_structured
 from speclab.gates.tokenizer_alignment import alignment_result, compare_tokenizers
 from speclab.model.lab import HEAD_METHODS, Lab
