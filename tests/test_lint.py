@@ -25,3 +25,7 @@ def test_import_layers_are_kept() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_layers_have_no_exceptions() -> None:
+    assert "ignore_imports" not in (ROOT / "pyproject.toml").read_text()

@@ -163,8 +163,8 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
         return int(asyncio.run(refire(rec, opts)))
     if opts.get("report_dir"):
         from speclab.headless.progress import timeline_rows
-        from speclab.headless.report import build_report, write_report
         from speclab.recording.replay import replay_final, server_views, session_info, traffic_errors
+        from speclab.reports import build_report, write_report
 
         final, aggregator = replay_final(rec)
         report = build_report(session_info(rec), final, servers=server_views(rec), command="replay",

@@ -22,12 +22,11 @@ from speclab.metrics.groups import group_summary
 from speclab.model.exit_codes import ExitCode
 from speclab.model.names import INTERVAL_S
 from speclab.model.records import RequestRecord
+from speclab.reports import build_report, render_markdown, write_report
 from speclab.servers.pairing import pair_info, require_pairing
 from speclab.session.api import SessionInfo
 from speclab.session.drill import DrillOutcome, run_drill
 from speclab.session.drill_plan import DrillOptions
-
-from .report import build_report, render_markdown, write_report
 
 PHASES = ("plain", "canary", "rolled_back")
 UNROUTED = "unrouted"  # a request no backend answered (the gateway itself refused or was gone)

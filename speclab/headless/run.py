@@ -12,13 +12,13 @@ from speclab.metrics.crosscheck import crosscheck, mismatches
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
+from speclab.reports import build_report, write_report
 from speclab.servers.memory import memory_table
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
 from speclab.session.signals import catch_interrupts, release_interrupts
 
 from .progress import progress_line, timeline_rows
-from .report import build_report, write_report
 
 SATURATED_LIMIT = 0.5  # more than this share of intervals saturated: the measurement is invalid
 MIN_INTERVALS_TO_JUDGE = 5  # a run of a few seconds is flagged per interval, not failed as a whole

@@ -11,13 +11,13 @@ from typing import Any, TextIO
 
 from speclab.model.exit_codes import ExitCode
 from speclab.model.snapshot import Snapshot
+from speclab.reports import build_report
 from speclab.session.live import LiveSession
 from speclab.session.signals import catch_interrupts, release_interrupts
 from speclab.session.sweep import SweepDriver, SweepProgress, SweepSetup
 from speclab.sweep import CellPlan, CellResult, SweepResult
 from speclab.sweep.lines import cell_line, crossover_lines, progress_line
 
-from .report import build_report
 from .run import judge, report_extra
 
 

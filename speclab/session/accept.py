@@ -26,7 +26,6 @@ from speclab.gates.golden import load_golden
 from speclab.gates.junit import write_junit
 from speclab.gates.result import StageResult
 from speclab.gates.stages import CANARY, STAGE_ORDER, spec
-from speclab.headless.report import build_report, write_report
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.errors import InputError, ServerNotReadyError
 from speclab.model.exit_codes import ExitCode
@@ -37,6 +36,7 @@ from speclab.model.paths import BUNDLED
 from speclab.model.scenario import load_scenario
 from speclab.model.snapshot import Snapshot
 from speclab.recording.preflight import check_outputs
+from speclab.reports import build_report, write_report
 from speclab.servers.backends import AUTO, EngineRequest
 from speclab.servers.engine import select_engine
 from speclab.servers.manager import ServerManager

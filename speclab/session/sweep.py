@@ -55,8 +55,7 @@ CAP_FACTOR = 3.0  # a cell short of its minimum requests runs on, up to this man
 PAIR_KEYS = ("target_model", "target_revision", "draft_method", "draft_model", "draft_revision", "paired", "forced")
 FAILED_EXITS = (int(ExitCode.SERVER_NOT_READY), int(ExitCode.ALL_REQUESTS_FAILED))
 
-# Builds a cell's report.json from its finished session (the headless report builder: a seam, so
-# this layer never imports a front end).
+# Builds a cell's report.json from its finished session (a seam: the front end adds its own sections).
 CellReporter = Callable[[LiveSession, Snapshot, bool], dict[str, Any]]
 
 

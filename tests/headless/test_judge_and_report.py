@@ -6,12 +6,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from speclab.headless.progress import progress_line
-from speclab.headless.report import build_report, render_markdown
 from speclab.headless.run import judge
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import RequestRecord, SpecCounts
 from speclab.model.snapshot import ClientHealth, Snapshot
+from speclab.reports import build_report, render_markdown
 from speclab.session.api import ServerView, SessionInfo
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from speclab.headless.report import class_dict
 from speclab.metrics.cells import Counts, class_stats
 from speclab.model.acceptance import per_k_counts
 from speclab.model.records import RequestRecord
+from speclab.reports import class_dict
 from speclab.servers.backends.vllm import exact_spec
 from speclab.ui.widgets.acceptance import render_distribution
 

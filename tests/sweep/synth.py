@@ -31,7 +31,7 @@ def step_ms(k: int, batch: float) -> float:
 
 def class_block(tpot_ms: float, tokens_per_s: float, *, requests: int = 60, k: int = 0, tau: float | None = None,
                 ttft_ms: float = 40.0, structured: tuple[int, int] = (0, 0)) -> dict[str, Any]:
-    """A report.json class block (as headless/report.py ``class_dict`` writes it)."""
+    """A report.json class block (as reports/build.py ``class_dict`` writes it)."""
     def pct(p50: float) -> dict[str, Any]:
         return {"count": requests, "mean_ms": p50, "p50_ms": p50, "p90_ms": p50 * 1.2, "p99_ms": p50 * 1.5,
                 "p999_ms": p50 * 1.6, "max_ms": p50 * 1.7}
