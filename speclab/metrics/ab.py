@@ -18,16 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from speclab.model.names import CountSource, Metric
+from speclab.model.latency_metrics import Shown, shown_in
+from speclab.model.names import CountSource
 from speclab.model.snapshot import ALL_CLASSES, ABView, ABWindow, ClassStats, VariantStats
 
 from .cells import Cell, Counts, HistogramPool, class_stats, percentiles_by_metric
 from .epochs import EpochBook
 from .hdr import EncodedHistogram, LatencyHistogram
 
-AB_METRICS: frozenset[str] = frozenset(
-    m.value for m in (Metric.E2E, Metric.E2E_CORRECTED, Metric.TTFT, Metric.TTFT_CORRECTED, Metric.TPOT)
-)
+AB_METRICS: frozenset[str] = frozenset(m.value for m in shown_in(Shown.AB))
 
 Key = tuple[str, int, str]  # (variant, epoch, class)
 CellParts = tuple[Counts, Mapping[str, LatencyHistogram | EncodedHistogram]]

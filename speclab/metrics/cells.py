@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from speclab.model.acceptance import add_histogram, add_per_k, steps_drafting_position
+from speclab.model.latency_metrics import BY_METRIC
 from speclab.model.names import CountSource, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
@@ -19,23 +20,8 @@ from speclab.model.snapshot import AcceptanceStats, ClassStats, Percentiles
 from . import split as split_sums
 from .hdr import LatencyHistogram, merged_percentiles
 
-
-def _ms(value: float | None) -> float | None:
-    return None if value is None else value / 1000.0
-
-
 # Seconds for each latency metric of one successful record (None: not measured for it).
-METRIC_VALUES: dict[Metric, Callable[[RequestRecord], float | None]] = {
-    Metric.SCHEDULE_LAG: lambda r: r.schedule_lag,
-    Metric.TTFT: lambda r: r.ttft,
-    Metric.TTFT_CORRECTED: lambda r: r.ttft_corrected,
-    Metric.E2E: lambda r: r.e2e,
-    Metric.E2E_CORRECTED: lambda r: r.e2e_corrected,
-    Metric.TPOT: lambda r: r.tpot,
-    Metric.SERVER_QUEUE: lambda r: _ms(r.server_queue_ms),
-    Metric.SERVER_PREFILL: lambda r: _ms(r.server_prefill_ms),
-    Metric.SERVER_DECODE: lambda r: _ms(r.server_decode_ms),
-}
+METRIC_VALUES: dict[Metric, Callable[[RequestRecord], float | None]] = {m: BY_METRIC[m].value for m in Metric}
 
 
 def finish_time(record: RequestRecord) -> float:

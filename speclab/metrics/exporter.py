@@ -18,6 +18,7 @@ from typing import Any, Final
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from speclab.model.latency_metrics import LATENCY_METRICS
 from speclab.model.names import LATENCY_BUCKETS_S
 from speclab.model.names import Metric as Latency
 from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot
@@ -25,17 +26,7 @@ from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot
 PREFIX: Final = "speclab_"
 KEY_LABELS: Final = ("variant", "epoch", "class")
 # Each latency of docs/measurements.md as a histogram: name (without prefix), help.
-LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {
-    Latency.E2E: ("request_e2e_seconds", "End-to-end latency, sent to done."),
-    Latency.E2E_CORRECTED: ("request_e2e_corrected_seconds", "End-to-end latency from the intended send time."),
-    Latency.TTFT: ("request_ttft_seconds", "Time to first token, sent to first output token."),
-    Latency.TTFT_CORRECTED: ("request_ttft_corrected_seconds", "Time to first token from the intended send time."),
-    Latency.TPOT: ("request_tpot_seconds", "Time per output token after the first: (last - first) / (tokens - 1)."),
-    Latency.SERVER_QUEUE: ("request_queue_seconds", "Server queue time, from the response's per-request metrics."),
-    Latency.SERVER_PREFILL: ("request_prefill_seconds", "Server prefill time, from the per-request metrics."),
-    Latency.SERVER_DECODE: ("request_decode_seconds", "Server decode time, from the per-request metrics."),
-    Latency.SCHEDULE_LAG: ("request_schedule_lag_seconds", "Load generator lag: sent minus intended."),
-}
+LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {m.metric: (m.prom, m.prom_help) for m in LATENCY_METRICS}
 CONFIG_LABELS: Final = ("variant", "epoch", "label", "lab", "target_model", "target_revision", "draft_model",
                         "draft_revision", "method", "k", "max_num_seqs", "max_num_batched_tokens",
                         "enable_chunked_prefill", "simulated")

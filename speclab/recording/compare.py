@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from speclab.metrics.epochs import EpochBook
-from speclab.model.names import Metric
+from speclab.model.latency_metrics import Shown, shown_in
 from speclab.model.prompt_ref import record_digest
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import ALL_CLASSES, ClassStats, EpochStats, Snapshot
@@ -24,10 +24,7 @@ from .reader import Recording
 from .replay import replay_final_snapshot
 from .writer import write_json_atomic
 
-COMPARED_METRICS = (
-    Metric.E2E_CORRECTED, Metric.E2E, Metric.TTFT_CORRECTED, Metric.TTFT,
-    Metric.SERVER_QUEUE, Metric.SERVER_PREFILL, Metric.SERVER_DECODE, Metric.TPOT,
-)
+COMPARED_METRICS = shown_in(Shown.COMPARE)
 COMPARED_POINTS = (50.0, 90.0, 99.0, 99.9)
 
 

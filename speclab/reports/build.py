@@ -15,6 +15,7 @@ from typing import Any
 from speclab import __version__
 from speclab.model.ab_rows import ab_rows, change_text
 from speclab.model.epochs import EpochInfo
+from speclab.model.latency_metrics import SPLIT_METRICS, SPLIT_REMAINDER
 from speclab.model.records import Event
 from speclab.model.snapshot import (
     ABView,
@@ -46,7 +47,7 @@ def percentiles_dict(p: Percentiles) -> dict[str, Any]:
     }
 
 
-SPLIT_PARTS = ("schedule_lag", "server_queue", "server_prefill", "server_decode", "client_transport")
+SPLIT_PARTS = (*(m.value for m in SPLIT_METRICS), SPLIT_REMAINDER[0])
 
 
 def split_dict(row: SplitRow | None) -> dict[str, Any] | None:

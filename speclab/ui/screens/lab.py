@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from speclab.model.errors import SpeclabError
+from speclab.model.latency_metrics import BY_METRIC, LATENCY_METRICS, Shown, Source, shown_in
 from speclab.model.names import CORRECTED, Metric
 from speclab.model.snapshot import ALL_CLASSES, ClassStats
 from speclab.session.api import LiveControls, SnapshotSource
@@ -38,15 +39,8 @@ from speclab.ui.widgets.spectrum import LAYOUTS, Curve, Layout, SpectrumChart
 from speclab.ui.widgets.status import StatusBar, StatusLine
 from speclab.ui.widgets.timeseries import TimeSeries
 
-SPECTRA: tuple[tuple[Metric, str], ...] = (
-    (Metric.E2E, "e2e"),
-    (Metric.TTFT, "TTFT"),
-    (Metric.SERVER_QUEUE, "server queue"),
-    (Metric.SERVER_PREFILL, "prefill"),
-    (Metric.SERVER_DECODE, "decode"),
-    (Metric.TPOT, "TPOT"),
-)
-SERVER_METRICS = {Metric.SERVER_QUEUE, Metric.SERVER_PREFILL, Metric.SERVER_DECODE}
+SPECTRA: tuple[tuple[Metric, str], ...] = tuple((m, BY_METRIC[m].label) for m in shown_in(Shown.SPECTRUM))
+SERVER_METRICS = {m.metric for m in LATENCY_METRICS if m.source is Source.SERVER}
 PALETTE = ("grey85", "cyan", "magenta", "green3", "orange1", "dodger_blue2")
 TABS = ("latency", "acceptance", "series", "servers", "ab")
 CONTROL_ACTIONS = {"set_rate", "set_concurrency", "relaunch"}
@@ -203,7 +197,7 @@ class LabScreen(Screen[None]):
                 stats = self._class_stats(view.variant, view.prompt_class)
                 source = SOURCE_LABEL.get(stats.timing_source if stats else "none", "no source")
             else:
-                source = "client, per token"
+                source = BY_METRIC[metric].note
             chart = self.query_one(f"#spec-{metric.value}", SpectrumChart)
             chart.show(f"{title} · {view.prompt_class}", f"{source}{sim}", curves, view.layout)
         rows = []

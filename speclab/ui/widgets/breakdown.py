@@ -15,16 +15,13 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from speclab.model.latency_metrics import BY_METRIC, SPLIT_METRICS, SPLIT_REMAINDER
 from speclab.model.snapshot import ClassStats
 from speclab.ui import fmt
 
-PARTS: tuple[tuple[str, str], ...] = (
-    ("schedule lag", "yellow"),
-    ("server queue", "red"),
-    ("prefill", "dodger_blue2"),
-    ("decode", "green3"),
-    ("client + transport", "grey50"),
-)
+COLORS = ("yellow", "red", "dodger_blue2", "green3", "grey50")
+PARTS: tuple[tuple[str, str], ...] = tuple(zip(
+    (*(BY_METRIC[m].label for m in SPLIT_METRICS), SPLIT_REMAINDER[1]), COLORS, strict=True))
 STATS = ("p50", "tail")
 
 
