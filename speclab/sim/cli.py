@@ -39,6 +39,7 @@ class ServerArgs:
     stream_interval: int = 1
     wire_faults: dict[str, float] = field(default_factory=dict)
     not_modelled: list[str] = field(default_factory=list)
+    time_scale: float = 1.0  # wall seconds per modelled second (--sim-time-scale)
 
     @property
     def model_name(self) -> str:
@@ -66,6 +67,16 @@ def _positive_int(text: str) -> int:
     value = _human_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def _time_scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
+    if not value >= 1.0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 1 (1: modelled time runs at wall speed), got {text!r}")
     return value
 
 
@@ -105,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-gpu-profile", default=None, metavar="FILE",
                      help="a GPU profile file (bench/calibrate_gpu.py writes one); overrides --sim-gpu")
     sim.add_argument("--sim-fault", action="append", default=[], metavar="NAME[=VALUE]")
+    sim.add_argument("--sim-time-scale", type=_time_scale, default=1.0, metavar="S",
+                     help="run the modelled clock S times slower than wall time (S >= 1), for a host "
+                          "too small for the load; every figure the server reports stays modelled")
     known = p.add_argument_group("known to vLLM 0.33, not modelled (accepted with a warning)")
     aliases: dict[str, list[str]] = {}
     for short, long in SHORT_ALIASES.items():
@@ -230,4 +244,5 @@ def parse_args(argv: list[str]) -> ServerArgs:
         stream_interval=ns.stream_interval,
         wire_faults=wire,
         not_modelled=not_modelled,
+        time_scale=ns.sim_time_scale,
     )

@@ -2,7 +2,8 @@
 
 Names, types, labels and buckets follow vLLM's ``PrometheusStatLogger`` and ``SpecDecodingProm``
 so the scraper cannot tell the simulator from vLLM. Every series is pre-created at 0, as vLLM
-does. Times are modelled seconds. ``speclab_sim_clock_drift_seconds`` is the simulator's own.
+does. Times are modelled seconds. ``speclab_sim_*`` series are the simulator's own: its clock drift, its
+time scale and its modelled step time.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def request_token_buckets(max_model_len: int) -> list[float]:
 
 class SimMetrics:
     def __init__(self, model_name: str, *, num_spec_tokens: int | None, max_model_len: int,
-                 cache_info: dict[str, str]) -> None:
+                 cache_info: dict[str, str], time_scale: float = 1.0) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         labels = ["model_name", "engine"]
@@ -92,6 +93,13 @@ class SimMetrics:
         info.labels(**cache_info, engine="0").set(1)
         self.drift = Gauge(names.PROM_SIM_CLOCK_DRIFT,
                            "How far the simulator's real clock trails its modelled clock (seconds).", registry=r)
+        self.time_scale = Gauge(names.PROM_SIM_TIME_SCALE,
+                                "Wall seconds per modelled second (--sim-time-scale).", registry=r)
+        self.time_scale.set(time_scale)
+        # Modelled step time as a sum and a count, so a scraper's deltas give the mean step of an
+        # interval, the yardstick drift is judged against.
+        self.steps = Counter(names.PROM_SIM_STEPS, "Engine steps taken.", registry=r)
+        self.step_seconds = Counter(names.PROM_SIM_STEP_SECONDS, "Modelled seconds of engine steps.", registry=r)
         self.num_spec_tokens = num_spec_tokens
         if num_spec_tokens:
             self.spec_drafts = counter(names.PROM_SPEC_DRAFTS, "Number of spec decoding drafts.").labels(**lv)
@@ -149,6 +157,11 @@ class SimMetrics:
         self.req_max_tokens.observe(max_tokens)
         self.req_n.observe(1)
         self.req_preemptions.observe(preemptions)
+
+    def observe_step_time(self, modelled_s: float) -> None:
+        if modelled_s > 0:
+            self.steps.inc()
+            self.step_seconds.inc(modelled_s)
 
     def set_drift(self, seconds: float) -> None:
         self.drift.set(seconds)

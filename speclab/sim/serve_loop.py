@@ -4,6 +4,10 @@ Each step returns its modelled duration; the loop sleeps until the step's modell
 handing out its tokens, so a client sees vLLM-like timing. When idle, the modelled clock jumps to
 real time. When the host cannot keep up, the modelled clock falls behind real time and the gap is
 exported as ``speclab_sim_clock_drift_seconds`` rather than hidden.
+
+Under a time scale S (``--sim-time-scale``) one modelled second lasts S wall seconds: ``real()``
+is wall time divided by S, so every modelled figure (step ends, drift, per-request metrics) stays
+in modelled seconds and only the sleeps are stretched.
 """
 
 from __future__ import annotations
@@ -44,8 +48,11 @@ class RequestStream:
 
 class EngineLoop:
     def __init__(self, engine: EngineCore, metrics: SimMetrics,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, time_scale: float = 1.0) -> None:
+        if time_scale < 1.0:
+            raise ValueError(f"time scale must be >= 1, got {time_scale:g}")
         self.engine = engine
+        self.time_scale = time_scale
         self.metrics = metrics
         self._clock = clock
         self._t0 = clock()
@@ -59,7 +66,8 @@ class EngineLoop:
         self.max_drift = 0.0
 
     def real(self) -> float:
-        return self._clock() - self._t0
+        """Wall time since start, in modelled seconds (wall seconds divided by the time scale)."""
+        return (self._clock() - self._t0) / self.time_scale
 
     @property
     def in_flight(self) -> int:
@@ -128,7 +136,7 @@ class EngineLoop:
             end = self._model_now + max(result.duration, 0.0)
             self._step_end = end
             delay = end - self.real()
-            await asyncio.sleep(delay if delay > 0 else 0)
+            await asyncio.sleep(delay * self.time_scale if delay > 0 else 0)
             if result.duration <= 0 and not result.outputs:
                 await asyncio.sleep(0.001)  # nothing schedulable: let time pass instead of spinning
                 end = max(end, self.real())
@@ -138,6 +146,7 @@ class EngineLoop:
             self.max_drift = max(self.max_drift, self.drift)
             self.metrics.set_drift(self.drift)
             self.metrics.observe_step(result.stats)
+            self.metrics.observe_step_time(max(result.duration, 0.0))
             for out in result.outputs:
                 self._deliver(out, end)
 

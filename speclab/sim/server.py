@@ -58,7 +58,7 @@ class SimServer:
         self.engine = engine
         self.max_model_len = max_model_len
         self.metrics = metrics
-        self.loop = EngineLoop(engine, metrics)
+        self.loop = EngineLoop(engine, metrics, time_scale=args.time_scale)
         self.faults = WireFaults(args.wire_faults, args.engine.seed)
         self.created = int(time.time())
         self.served = args.served_model_names or [args.engine.model]
@@ -102,7 +102,8 @@ class SimServer:
     async def version(self, request: web.Request) -> web.Response:
         # The launch token lets speclab tell the server it started from one already on the port.
         token = os.environ.get(LAUNCH_TOKEN_ENV)
-        return _json({"version": VLLM_VERSION, "simulated": True, **({"launch_token": token} if token else {})})
+        return _json({"version": VLLM_VERSION, "simulated": True, "sim_time_scale": self.args.time_scale,
+                      **({"launch_token": token} if token else {})})
 
     async def load(self, request: web.Request) -> web.Response:
         return _json({"server_load": self.loop.in_flight})

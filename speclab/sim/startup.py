@@ -85,6 +85,9 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
     for line in not_modelled_keys(args.engine.speculative) if args.engine.speculative else []:
         logs.warning(logs.SRC_ARGS, line)
     logs.info(logs.SRC_API, "vLLM API server version 0.33.0 (speclab-sim)")
+    if args.time_scale != 1.0:
+        logs.info(logs.SRC_SIM, f"time scale {args.time_scale:g}: one modelled second lasts {args.time_scale:g} "
+                  "wall seconds; every reported time is modelled")
     host_shown = args.host or "0.0.0.0"
     try:
         sock = _bind(args.host, args.port)
@@ -132,7 +135,7 @@ def _metrics(args: ServerArgs, engine: EngineCore, max_model_len: int) -> SimMet
         "num_gpu_blocks": str(mem.kv_cache_tokens // 16), "num_cpu_blocks": "0",
     }
     return SimMetrics(args.model_name, num_spec_tokens=spec.num_speculative_tokens if spec else None,
-                      max_model_len=max_model_len, cache_info=cache_info)
+                      max_model_len=max_model_len, cache_info=cache_info, time_scale=args.time_scale)
 
 
 async def _serve(args: ServerArgs, engine: EngineCore, max_model_len: int, sock: socket.socket,
