@@ -13,6 +13,7 @@ import click
 
 from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
+from speclab.model.time_scale import parse_time_scale
 from speclab.session.options import RunOptions
 
 from .options import metrics_settings
@@ -48,6 +49,7 @@ def run_options(scenario: str, opts: dict[str, Any], *, lab: str | None = None) 
         variants=_variants(opts.get("variants")),
         force=bool(opts.get("force")),
         changes=tuple(opts.get("changes") or ()),
+        time_scale=parse_time_scale(opts.get("time_scale")),
         **metrics_settings(opts),
     )
 

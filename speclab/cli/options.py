@@ -48,7 +48,16 @@ def run_options(fn: F) -> F:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return metrics_options(fn)
+    return time_scale_option(metrics_options(fn))
+
+
+def time_scale_option(fn: F) -> F:
+    """``--time-scale S|auto``, for every command that starts simulators (run, lab, accept, sweep, drill)."""
+    return click.option(
+        "--time-scale", "time_scale", default="auto", show_default=True, metavar="S|auto",
+        help="run the simulators' modelled clock S (>= 1) times slower than wall time; auto: the smallest "
+             "S this host keeps up at for the planned load (1 for light runs); figures stay in modelled time",
+    )(fn)
 
 
 def metrics_options(fn: F) -> F:

@@ -95,6 +95,9 @@ PROM_ITL: Final = "vllm:inter_token_latency_seconds"
 PROM_TPOT: Final = "vllm:request_time_per_output_token_seconds"
 PROM_ITERATION_TOKENS: Final = "vllm:iteration_tokens_total"
 PROM_SIM_CLOCK_DRIFT: Final = "speclab_sim_clock_drift_seconds"
+PROM_SIM_TIME_SCALE: Final = "speclab_sim_time_scale"
+PROM_SIM_STEPS: Final = "speclab_sim_steps"  # a counter: exposed as ..._total
+PROM_SIM_STEP_SECONDS: Final = "speclab_sim_step_seconds"  # a counter of modelled seconds: ..._total
 
 # vLLM's default bucket families (v1/metrics/buckets.py).
 BUCKETS_REQUEST_LATENCY: Final = (

@@ -32,3 +32,4 @@ class SessionInfo:
     pair: dict[str, str] = field(default_factory=dict)  # target/draft names and revisions
     arrival: dict[str, Any] = field(default_factory=dict)  # process, rate or concurrency
     replay: bool = False
+    time_scale: float = 1.0  # the simulators' S: every time shown is modelled time

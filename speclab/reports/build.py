@@ -197,6 +197,7 @@ def build_report(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command,
         "simulated": info.simulated,
+        "time_scale": info.time_scale,
         "lab": info.lab,
         "scenario": info.scenario,
         "pair": dict(info.pair),

@@ -37,6 +37,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     sim = " (SIMULATED: numbers are modelled by speclab.sim, not measured on a GPU)" if report["simulated"] else ""
     lines.append(f"# speclab {report['command']}: {report['lab']} × {report['scenario']}{sim}")
     lines.append("")
+    scale = report.get("time_scale") or 1.0
+    if scale != 1.0:
+        lines.append(f"**Time scale {scale:g}**: the simulators ran their clock {scale:g}× slower than wall time; "
+                     "every time, rate and duration below is modelled time.")
+        lines.append("")
     pair = report.get("pair") or {}
     if pair:
         lines.append("Pair: " + ", ".join(f"{k}={v}" for k, v in sorted(pair.items())))

@@ -49,10 +49,12 @@ def build_argv(
     port: int,
     python: str = sys.executable,
     sim_module: str = SIM_MODULE,
+    time_scale: float = 1.0,
 ) -> list[str]:
     """The full command for one variant's server; ``sim_module`` exists for stand-ins in tests."""
     name = variant if isinstance(variant, str) else variant.name
-    return backend(engine).argv(lab, name, Launch(host=host, port=port, python=python, module=sim_module))
+    return backend(engine).argv(lab, name, Launch(host=host, port=port, python=python, module=sim_module,
+                                                        time_scale=time_scale))
 
 
 def server_env(lab: Lab, variant: str, *, engine: EngineId | str, api_key: str | None = None) -> dict[str, str]:

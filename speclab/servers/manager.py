@@ -139,10 +139,15 @@ class ServerManager:
         on_log: LineCallback | None = None,
         python: str = sys.executable,
         sim_module: str = SIM_MODULE,
+        time_scale: float = 1.0,
     ) -> None:
         self.lab = lab
+        self.time_scale = time_scale
         self.backend: Backend = backend(engine)
         self.engine: EngineId = self.backend.id
+        if self.engine != "sim" and time_scale != 1.0:
+            raise InputError(f"--time-scale {time_scale:g}: a time scale is for the simulator only; "
+                             f"a real {self.engine} server always runs at 1")
         self.log_dir = Path(log_dir)
         self.host = host
         self.ready_timeout = ready_timeout if ready_timeout is not None else self.backend.readiness.start_timeout_s
@@ -173,7 +178,8 @@ class ServerManager:
 
     def _make(self, lab: Lab, variant: str, port: int) -> RunningServer:
         engine = self.backend
-        argv = engine.argv(lab, variant, Launch(host=self.host, port=port, python=self._python, module=self._sim_module))
+        argv = engine.argv(lab, variant, Launch(host=self.host, port=port, python=self._python, module=self._sim_module,
+                                                time_scale=self.time_scale))
         env = engine.env(lab, variant, api_key=self._api_key)
         base_url = f"http://{self.host}:{port}"
         token = identity.new_token()

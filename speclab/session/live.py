@@ -41,10 +41,12 @@ from speclab.servers.pairing import pair_info, require_pairing
 from speclab.traffic.health import WorkerHealth
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
 from speclab.traffic.schedule import Plan, build_plan
+from speclab.traffic.wall_plan import wall_plan
 
 from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 from .relaunch import ScheduledChange, check_changes, parse_change, relaunch_variant, run_changes, target_for
+from .time_scale import resolve_time_scale
 
 LAB_RETAIN_INTERVALS = 600
 BACKLOG_LIMIT = 8
@@ -121,6 +123,10 @@ class LiveSession:
         if self.lab is not None:
             self.pair = pair_info(self.lab, require_pairing(self.lab, force=options.force))
         self.variants = self._variant_names()
+        # One S for every simulator of the run; the plan stays modelled, the workers get it in wall time.
+        self.time_scale = resolve_time_scale(
+            options.time_scale, engine=self.engine.engine if self.engine else None, lab=self.lab,
+            variants=self.variants, plan=self.plan, sequential=options.sequential)
         self.classes = tuple(c.name for c in self.plan.classes)
         self.changes: tuple[ScheduledChange, ...] = tuple(parse_change(spec) for spec in options.changes)
         check_changes(self.changes, self.lab, self.variants)
@@ -130,7 +136,7 @@ class LiveSession:
         self.info = SessionInfo(
             lab=self.lab.name if self.lab else "attached", scenario=self.plan.name, variants=self.variants,
             classes=self.classes, simulated=self.simulated, pair={k: str(v) for k, v in self.pair.items()},
-            arrival=self._arrival_facts(),
+            arrival=self._arrival_facts(), time_scale=self.time_scale.s,
         )
         self.run_start = clock()
         # The all-day lab keeps ten minutes of closed intervals (~15 MB); the cumulative view
@@ -193,17 +199,25 @@ class LiveSession:
         return facts
 
     def now(self) -> float:
-        return self._clock() - self.run_start
+        """The run clock in modelled seconds (wall seconds divided by the time scale)."""
+        return self.time_scale.to_model(self._clock() - self.run_start)
+
+    async def sleep(self, modelled_s: float) -> None:
+        """Sleep for a span of modelled time (S times as long in wall time)."""
+        await asyncio.sleep(self.time_scale.to_wall(max(modelled_s, 0.0)))
 
     def first_line(self) -> str:
         target = f"lab {self.info.lab}" if self.lab else "attached servers"
+        scale = (f"; time scale {self.time_scale.s:g} ({self.time_scale.reason}): figures in modelled time"
+                 if self.time_scale.scaled else "")
         return (f"speclab {__version__}: {self.plan.name} on {target} ({', '.join(self.variants)}); "
-                f"engine: {self.engine_label}")
+                f"engine: {self.engine_label}{scale}")
 
     async def start(self) -> None:
         """Start (or probe) servers, take a baseline scrape, then start traffic and the pump."""
         if self.lab is not None and self.engine is not None:
-            self.manager = ServerManager(self.lab, self.engine.engine, log_dir=self._log_dir, api_key=self._api_key)
+            self.manager = ServerManager(self.lab, self.engine.engine, log_dir=self._log_dir, api_key=self._api_key,
+                                         time_scale=self.time_scale.s)
             self.servers_running = await self.manager.start(self.variants)
         for spec in self.options.attach:
             label, url = parse_attach(spec)
@@ -222,15 +236,17 @@ class LiveSession:
                                                  names=server.backend.prometheus)
             await self.scrapers[name].scrape(self.http, self.now())  # baseline: deltas start here
         targets = {name: target_for(s, 1) for name, s in self.servers_running.items()}
-        self.runner = TrafficRunner(self.plan, targets, workers=self.options.workers, sequential=self.options.sequential,
-                                    run_start=self.run_start, on_records=self._on_records, on_health=self._on_health)
+        self.runner = TrafficRunner(wall_plan(self.plan, self.time_scale.s), targets, workers=self.options.workers,
+                                    sequential=self.options.sequential, run_start=self.run_start,
+                                    on_records=self._on_records, on_health=self._on_health,
+                                    health_interval_s=self.time_scale.to_wall(INTERVAL_S))
         with real_stdio():
             await self.runner.start()
         self._tasks = [asyncio.create_task(self._pump(), name="speclab-pump"),
                        asyncio.create_task(self._scrape_loop(), name="speclab-scrape"),
                        asyncio.create_task(self._await_traffic(), name="speclab-traffic-end")]
         if self.changes:
-            start = self.runner.traffic_start or self.now()
+            start = self.time_scale.to_model(self.runner.traffic_start) if self.runner.traffic_start else self.now()
             self._tasks.append(asyncio.create_task(run_changes(self, self.changes, start), name="speclab-changes"))
 
     def _label_simulated(self) -> None:
@@ -248,6 +264,7 @@ class LiveSession:
             "pair": self.pair, "variants": list(self.variants), "classes": list(self.classes),
             "arrival": self.info.arrival, "simulated": self.simulated, "engine": self.engine_label,
             "speclab_version": __version__, "warmup_s": self.plan.warmup_s, "interval_s": INTERVAL_S,
+            "time_scale": self.time_scale.s,
             "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(),
                             "engine": s.engine, "baseline": s.baseline} for n, s in self.servers_running.items()},
             "host": {"hostname": platform.node(), "python": platform.python_version(), "platform": platform.platform()},
@@ -261,6 +278,7 @@ class LiveSession:
     # -- data flow -------------------------------------------------------------------------------
 
     def _on_records(self, records: list[RequestRecord]) -> None:
+        self.time_scale.ingest(records)  # wall -> modelled seconds: the one place durations are divided
         if self.options.keep_records:
             self.records.extend(records)
         self.aggregator.add_records(records)
@@ -281,7 +299,7 @@ class LiveSession:
             reason="; ".join(h.reason for h in saturated),
         ), interval=health.interval)
         if health.saturated and self.recorder is not None:
-            self.recorder.mark_saturated(health.interval, health.t, health.reason)
+            self.recorder.mark_saturated(health.interval, self.time_scale.to_model(health.t), health.reason)
 
     def add_event(self, event: Event) -> None:
         self.events.append(event)
@@ -291,7 +309,7 @@ class LiveSession:
 
     async def _scrape_loop(self) -> None:
         while not self._finishing:
-            await asyncio.sleep(INTERVAL_S)
+            await self.sleep(INTERVAL_S)
             samples = await asyncio.gather(
                 *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
             for failure in (s for s in samples if isinstance(s, BaseException)):
@@ -445,7 +463,7 @@ class LiveSession:
                 with contextlib.suppress(BaseException):
                     await self._start_task
             if self.runner is not None and not self._finishing:
-                self.summary = await self.runner.stop(self.options.drain_timeout_s)
+                self.summary = await self.runner.stop(self.time_scale.to_wall(self.options.drain_timeout_s))
             if self.runner is not None:
                 await self._finish()
         finally:
@@ -484,7 +502,7 @@ class LiveSession:
 
     async def set_rate(self, rate: float) -> None:
         if self.runner is not None:
-            await self.runner.set_rate(rate)
+            await self.runner.set_rate(self.time_scale.rate_to_wall(rate))  # the user's rate is modelled
         self.add_event(Event(t=self.now(), kind="config_change", message=f"rate -> {rate:g} req/s", data={"rate": rate}))
 
     async def set_concurrency(self, concurrency: int) -> None:

@@ -41,6 +41,7 @@ class RunOptions:
     metrics_port: int | None = None  # --metrics-port: serve speclab's own Prometheus metrics
     metrics_host: str = "127.0.0.1"
     metrics_hold_s: float = 0.0  # keep serving the final metrics this long after the run (a last scrape)
+    time_scale: float | None = None  # --time-scale S; None: auto (speclab.session.time_scale)
 
 
 def load_scenario(name_or_path: str | Path) -> tuple[Scenario, Path]:

@@ -192,7 +192,7 @@ async def _run_in_order(session: LiveSession, changes: list[ScheduledChange], tr
     for change in changes:
         delay = traffic_start + change.at_s - session.now()
         if delay > 0:
-            await asyncio.sleep(delay)
+            await session.sleep(delay)  # AT is modelled time
         try:
             await relaunch_variant(session, change.variant, dict(change.settings))
         except SpeclabError as error:

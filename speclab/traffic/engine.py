@@ -58,6 +58,7 @@ class TrafficEngine:
         connector_limit: int = 0,
         phase_gate: Callable[[int], Awaitable[float]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        health_interval_s: float = 1.0,
     ) -> None:
         if not targets:
             raise ValueError("no targets")
@@ -99,7 +100,7 @@ class TrafficEngine:
         self._reset_phase_state()
         self.monitor = HealthMonitor(
             worker, run_start, self._counts, lambda h: self._emit(("health", h)),
-            on_tick=self._on_tick, clock=clock,
+            on_tick=self._on_tick, clock=clock, interval_s=health_interval_s,
         )
         self._session: aiohttp.ClientSession | None = None
 

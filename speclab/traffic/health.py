@@ -22,7 +22,8 @@ TICK_S = 0.01
 
 @dataclass(frozen=True, slots=True)
 class WorkerHealth:
-    """One worker's view of itself over one 1 s interval ``[interval, interval + 1)`` of the run clock."""
+    """One worker's view of itself over one interval of the run clock (1 s, or S s of wall time under a
+    simulator's time scale S); ``t`` is wall run-clock seconds."""
 
     worker: int
     interval: int
@@ -73,8 +74,12 @@ class HealthMonitor:
         on_tick: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         cpu_clock: Callable[[], float] = time.process_time,
+        interval_s: float = 1.0,
     ) -> None:
+        """``interval_s``: the wall length of one interval (S seconds under a simulator's time scale S,
+        so interval ``n`` is the run's modelled second ``n``); the limits are judged in wall time."""
         self.worker = worker
+        self.interval_s = interval_s
         self.run_start = run_start
         self._counts = counts
         self._emit = emit
@@ -95,7 +100,7 @@ class HealthMonitor:
 
     def start(self) -> None:
         now = self._clock() - self.run_start
-        self._interval = int(now // 1.0)
+        self._interval = int(now // self.interval_s)
         self._cpu_mark = (self._clock(), self._cpu_clock())
         sent, finished, _ = self._counts()
         self._base = (sent, finished)
@@ -109,7 +114,7 @@ class HealthMonitor:
         if self._interval is None:
             self.start()
             return
-        current = int(now // 1.0)
+        current = int(now // self.interval_s)
         if current > self._interval:
             health = self.report(now)
             if current > self._interval + 1:
@@ -131,7 +136,7 @@ class HealthMonitor:
         saturated, reason = judge(s99, l99, cpu_percent)
         health = WorkerHealth(
             worker=self.worker,
-            interval=self._interval if self._interval is not None else int(now // 1.0),
+            interval=self._interval if self._interval is not None else int(now // self.interval_s),
             t=now,
             sent=sent - self._base[0],
             finished=finished - self._base[1],

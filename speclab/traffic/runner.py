@@ -74,7 +74,9 @@ class TrafficRunner:
         on_health: Callable[[WorkerHealth], None] | None = None,
         batch_size: int = 64,
         connector_limit: int = 0,
+        health_interval_s: float = 1.0,
     ) -> None:
+        """``health_interval_s``: the wall length of a health interval (S under a time scale S)."""
         if not targets:
             raise InputError("no targets to send traffic to")
         check_option("--workers", workers, 1, L.MAX_WORKERS)
@@ -88,6 +90,7 @@ class TrafficRunner:
         self._on_health = on_health
         self._batch_size = batch_size
         self._connector_limit = connector_limit
+        self._health_interval_s = health_interval_s
         self._procs: list[Any] = []
         self._ctrl: list[Connection] = []
         self._data: list[Connection] = []
@@ -131,7 +134,7 @@ class TrafficRunner:
             config = WorkerConfig(
                 plan=self.plan, targets=targets, worker=w, workers=self.workers,
                 sequential=self.sequential, run_start=self.run_start, batch_size=self._batch_size,
-                connector_limit=self._connector_limit,
+                connector_limit=self._connector_limit, health_interval_s=self._health_interval_s,
             )
             proc = ctx.Process(
                 target=worker_main, args=(config, ctrl_child, data_child), name=f"speclab-traffic-{w}", daemon=True

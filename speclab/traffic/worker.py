@@ -32,6 +32,7 @@ class WorkerConfig:
     run_start: float
     batch_size: int = 64
     connector_limit: int = 0
+    health_interval_s: float = 1.0  # S under a simulator's time scale S
 
 
 class _Sender:
@@ -103,6 +104,7 @@ async def _amain(config: WorkerConfig, ctrl: Connection, sender: _Sender) -> Any
         config.plan, config.targets, run_start=config.run_start, emit=sender.put,
         worker=config.worker, workers=config.workers, sequential=config.sequential,
         batch_size=config.batch_size, connector_limit=config.connector_limit, phase_gate=gate,
+        health_interval_s=config.health_interval_s,
     )
 
     def on_control() -> None:

@@ -62,6 +62,7 @@ class Launch:
     port: int = 8000
     python: str = sys.executable
     module: str = SIM_MODULE
+    time_scale: float = 1.0  # the run's S; only the simulator takes one (real servers run at 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,8 @@ class SimBackend:
         argv = [launch.python, "-m", launch.module, lab.target.sim_model]
         argv += vllm.serve_flags(lab, eff, served_name=self.served_model_name(lab), launch=launch, simulated=True)
         argv += ["--sim-gpu", eff.sim_gpu]
+        if launch.time_scale != 1.0:
+            argv += ["--sim-time-scale", f"{launch.time_scale:g}"]
         for fault in eff.sim_faults:
             argv += ["--sim-fault", fault]
         return argv

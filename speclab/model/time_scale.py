@@ -1,0 +1,119 @@
+"""The simulator's time scale: one modelled second lasts S wall seconds (docs/simulator.md).
+
+Everything a user writes is modelled time; the load generator works in wall time. This module is
+the one place that converts: ``TimeScale.ingest`` divides a record's client-measured timestamps by
+S as the record arrives, and ``to_wall`` stretches what a user wrote (rates, delays, timeouts).
+Server-reported figures (per-request ``metrics``, ``/metrics`` histograms) are modelled already and
+are never touched. The client's own health (schedule lag, loop lag, CPU) is judged before this.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from .errors import InputError
+from .records import RequestRecord
+
+AUTO: Final = "auto"
+# Calibration of this project's reference host (2 cores, measured with bench/bench_time_scale.py,
+# docs/simulator.md "Time scale"): the running sequences, weighted by WEIGHT_PER_DRAFT_TOKEN per
+# draft token, that all of a run's simulators together keep on their modelled clock at S = 1.
+HOST_CAPACITY_SEQS: Final = 24.0
+WEIGHT_PER_DRAFT_TOKEN: Final = 0.25
+# A typical modelled time per output token (sim-8b on an H100 at a moderate batch), used only to
+# turn an open-loop rate into sequences in flight by Little's law.
+REFERENCE_TPOT_S: Final = 0.006
+_STEP: Final = 0.5  # auto rounds S up to a multiple of this
+
+
+def parse_time_scale(value: str | float | None) -> float | None:
+    """``--time-scale S|auto`` -> S, or None for auto. Below 1 (or not a number) is bad input."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == AUTO):
+        return None
+    try:
+        scale = float(value)
+    except ValueError:
+        raise InputError(f"--time-scale: expected a number >= 1 or 'auto', got {value!r}") from None
+    if not scale >= 1.0 or math.isinf(scale):
+        raise InputError(f"--time-scale: must be >= 1 (1: modelled time runs at wall speed), got {value!r}")
+    return scale
+
+
+@dataclass(frozen=True, slots=True)
+class SimLoad:
+    """One simulator's planned load: the sequences it will run at once and its draft length."""
+
+    variant: str
+    running: float
+    num_speculative_tokens: int = 0
+
+    @property
+    def weight(self) -> float:
+        return self.running * (1.0 + WEIGHT_PER_DRAFT_TOKEN * self.num_speculative_tokens)
+
+
+def auto_time_scale(loads: Iterable[SimLoad], capacity: float = HOST_CAPACITY_SEQS) -> tuple[float, str]:
+    """The smallest S (a multiple of 0.5, at least 1) at which the host keeps up with every
+    simulator's load together, and a one-line reason."""
+    loads = list(loads)
+    demand = sum(load.weight for load in loads)
+    scale = max(1.0, math.ceil(demand / capacity / _STEP - 1e-9) * _STEP)
+    parts = ", ".join(f"{load.variant} {load.running:.0f}" + (f" (k={load.num_speculative_tokens})"
+                                                              if load.num_speculative_tokens else "")
+                      for load in loads)
+    return scale, (f"auto: {demand:.0f} weighted running sequences ({parts}) against {capacity:g} this host "
+                   f"keeps at S=1")
+
+
+def fitting_scale(current: float, drift_s: float, step_s: float) -> float:
+    """A time scale that would have fitted a run whose simulator trailed by ``drift_s`` per
+    ``step_s`` of modelled step: the host needed about (1 + drift/step) times the wall time."""
+    need = current * (1.0 + (drift_s / step_s if step_s > 0 else 1.0))
+    return max(current + _STEP, math.ceil(need / _STEP) * _STEP)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeScale:
+    """One run's S. ``ingest`` is the only place measured durations are divided by it."""
+
+    s: float = 1.0
+    reason: str = ""
+
+    @property
+    def scaled(self) -> bool:
+        return self.s != 1.0
+
+    def to_model(self, wall_s: float) -> float:
+        return wall_s / self.s
+
+    def to_wall(self, modelled_s: float) -> float:
+        return modelled_s * self.s
+
+    def rate_to_wall(self, modelled_rate: float) -> float:
+        return modelled_rate / self.s
+
+    def ingest(self, records: list[RequestRecord]) -> list[RequestRecord]:
+        """Records from the load generator (run-clock wall seconds) -> modelled seconds, in place."""
+        if self.s == 1.0:
+            return records
+        s = self.s
+        for r in records:
+            r.intended /= s
+            if r.sent is not None:
+                r.sent /= s
+            if r.first_token is not None:
+                r.first_token /= s
+            if r.last_token is not None:
+                r.last_token /= s
+            if r.done is not None:
+                r.done /= s
+            if r.chunk_times:
+                r.chunk_times = [t / s for t in r.chunk_times]
+        return records
+
+    def label(self) -> str:
+        """What every scaled figure carries; empty at S = 1."""
+        return f"time scale {self.s:g}: figures in modelled time" if self.scaled else ""
