@@ -147,7 +147,7 @@ def run_accept(lab_name: str, opts: dict[str, Any]) -> int:
         lab=lab_name, gates_file=opts.get("gates_file"), profile=opts.get("profile") or "quick", stages=stages,
         keep_going=bool(opts.get("keep_going")), report_dir=opts.get("report_dir"),
         record_path=opts.get("record_path"), engine=opts.get("engine") or "auto", force=bool(opts.get("force")),
-        seed=opts.get("seed"),
+        seed=opts.get("seed"), time_scale=parse_time_scale(opts.get("time_scale")),
     )
     return int(asyncio.run(run_accept_stages(options)))
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import click
 
+from speclab.model.time_scale import parse_time_scale
 from speclab.servers.backends import EngineRequest
 
 from .base import _guard
-from .options import engine_option
+from .options import engine_option, time_scale_option
 
 QUICK_K = "0,2,4"
 QUICK_CELL_S = 5.0
@@ -53,6 +54,7 @@ class SweepArgs:
     seed: int | None
     workers: int
     app: bool
+    time_scale: str = "auto"
 
 
 def ladder(top: int, points: int) -> list[int]:
@@ -99,7 +101,7 @@ def sweep_setup(args: SweepArgs) -> Any:
     directory = args.report_dir or Path(f"sweep-{lab.name}")
     return SweepSetup(lab=lab, scenario=args.scenario, grid=grid, directory=directory, cell_s=cell_s,
                       engine=args.engine, seed=args.seed, workers=args.workers, force=args.force, resume=args.resume,
-                      confirm=args.confirm)
+                      confirm=args.confirm, time_scale=parse_time_scale(args.time_scale))
 
 
 def run_sweep_command(args: SweepArgs) -> int:
@@ -157,6 +159,7 @@ def run_sweep_app(setup: Any) -> int:
 @click.option("--seed", type=int, default=None, help="the traffic's seed (default: the scenario's)")
 @click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes")
 @click.option("--app", is_flag=True, help="show the sweep in the terminal app: a heat map of speed-up per k x load")
+@time_scale_option
 def sweep(lab_name: str, scenario: str, **opts: Any) -> None:
     """Sweep draft lengths (and batch settings) of LAB over a load ladder of SCENARIO (default: mixed)."""
     args = SweepArgs(lab=lab_name, scenario=scenario, **opts)

@@ -45,7 +45,23 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     if intervals >= MIN_INTERVALS_TO_JUDGE and saturated > SATURATED_LIMIT * intervals:
         return (ExitCode.MEASUREMENT_INVALID,
                 f"the client could not keep up in {saturated} of {intervals} intervals")
+    behind = simulator_behind(session)
+    if behind:
+        return ExitCode.MEASUREMENT_INVALID, behind
     return ExitCode.OK, "ok"
+
+
+def simulator_behind(session: LiveSession) -> str:
+    """The line that says a simulator (not the client) trailed its clock for most of the run, or ""."""
+    worst = [v for v in session.drift.verdicts() if v.intervals >= MIN_INTERVALS_TO_JUDGE and v.share > SATURATED_LIMIT]
+    if not worst:
+        return ""
+    scale = session.time_scale.s
+    parts = ", ".join(f"{v.variant} in {len(v.trailing)} of {v.intervals} intervals (drift p99 "
+                      f"{v.drift_p99_s * 1000:.1f} ms against a modelled step of {v.step_mean_s * 1000:.1f} ms)"
+                      for v in worst)
+    return (f"the simulator, not the client, fell behind its modelled clock at time scale {scale:g}: {parts}; "
+            f"--time-scale {session.drift.fit(scale):g} would fit this host")
 
 
 def incomplete_reason(session: LiveSession, final: Snapshot) -> str:
@@ -73,7 +89,23 @@ def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str,
                         "client": c.client, "server": c.server} for c in checks],
         "crosscheck_ok": not mismatches(checks),
         "exit": {"code": int(code), "name": code.name, "reason": reason},
+        "simulator_clock": {"time_scale": session.time_scale.s, "chosen": session.time_scale.reason,
+                            "variants": {v.variant: v.as_dict() for v in session.drift.verdicts()}},
     }
+
+
+def sim_flag(session: LiveSession, snap: Snapshot) -> str:
+    """`` | SIM BEHIND (k4)`` when a simulator trailed its clock in the interval just closed."""
+    last = max((i.index for i in snap.intervals), default=snap.interval)
+    behind = sorted(v for v, intervals in session.drift.trailing().items() if intervals and intervals[-1] >= last)
+    return f" | SIM BEHIND ({', '.join(behind)})" if behind else ""
+
+
+def flag_trailing(rows: list[dict[str, Any]], trailing: dict[str, list[int]]) -> list[dict[str, Any]]:
+    """Each timeline row names the simulators that trailed their clock in it (beside client_saturated)."""
+    for row in rows:
+        row["sim_trailing"] = sorted(v for v, intervals in trailing.items() if row["interval"] in intervals)
+    return rows
 
 
 async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode:
@@ -111,7 +143,8 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         print(f"warning: acceptance cross-check: {c.message}", file=out)
     if options.report_dir is not None:
         report = build_report(session.info, final, servers=session.servers(), command="run", events=events,
-                              timeline=timeline_rows(session.aggregator, final.saturated_intervals),
+                              timeline=flag_trailing(timeline_rows(session.aggregator, final.saturated_intervals),
+                                                     session.drift.trailing()),
                               incomplete=session.traffic_errors(), extra=report_extra(session, code, reason))
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
@@ -160,7 +193,7 @@ async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO,
             for event in snap.events:
                 print(f"event t={event.t:.1f}s {event.kind}: {event.message}", file=out)
             if snap.intervals:
-                print(progress_line(snap), file=out, flush=True)
+                print(progress_line(snap) + sim_flag(session, snap), file=out, flush=True)
             if snap.finished:
                 return snap
     finally:

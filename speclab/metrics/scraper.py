@@ -34,6 +34,8 @@ from speclab.model.names import (
     PROM_REQUEST_SUCCESS,
     PROM_RUNNING,
     PROM_SIM_CLOCK_DRIFT,
+    PROM_SIM_STEP_SECONDS,
+    PROM_SIM_STEPS,
     PROM_SPEC_ACCEPTED,
     PROM_SPEC_ACCEPTED_PER_POS,
     PROM_SPEC_DRAFT_TOKENS,
@@ -53,6 +55,8 @@ COUNTERS: dict[str, str] = {
     PROM_SPEC_DRAFTS: "spec_drafts",
     PROM_SPEC_DRAFT_TOKENS: "spec_draft_tokens",
     PROM_SPEC_ACCEPTED: "spec_accepted",
+    PROM_SIM_STEPS: "sim_steps",
+    PROM_SIM_STEP_SECONDS: "sim_step_s",
 }
 HISTOGRAMS: tuple[str, ...] = (
     PROM_QUEUE_TIME,

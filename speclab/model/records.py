@@ -145,6 +145,8 @@ class ServerSample:
     # list of (upper bound in seconds, count in that bucket, non-cumulative), plus sum and count.
     histograms: dict[str, dict[str, Any]] = field(default_factory=dict)
     clock_drift_s: float | None = None  # the simulator's own health gauge
+    sim_steps: float = 0.0  # the simulator's engine steps since the previous scrape
+    sim_step_s: float = 0.0  # their modelled seconds (sim_step_s / sim_steps: the mean modelled step)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

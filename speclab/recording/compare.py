@@ -228,7 +228,8 @@ def _describe(recording: Recording) -> dict[str, Any]:
     m = recording.manifest
     return {"path": str(recording.path), "lab": m.get("lab"), "scenario": m.get("scenario"),
             "pair": m.get("pair", {}), "simulated": recording.simulated, "status": m.get("status"),
-            "duration_s": recording.duration, "records": len(recording.records)}
+            "duration_s": recording.duration, "records": len(recording.records),
+            "time_scale": float(m.get("time_scale") or 1.0)}
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 1, pct: bool = False) -> str:
@@ -247,13 +248,18 @@ def _fmt_delta(d: Mapping[str, Any], scale: float = 1.0, digits: int = 1, pct: b
     return text
 
 
+def _scale_note(side: Mapping[str, Any]) -> str:
+    scale = side.get("time_scale") or 1.0
+    return f", time scale {scale:g} (modelled time)" if scale != 1.0 else ""
+
+
 def render_markdown(result: Mapping[str, Any]) -> str:
     a, b = result["a"], result["b"]
     lines = ["# speclab comparison", "",
              f"- A: `{a['path']}` — lab {a['lab']}, scenario {a['scenario']}, {a['records']} records, "
-             f"{a['duration_s']:.1f} s{' (simulated)' if a['simulated'] else ''}",
+             f"{a['duration_s']:.1f} s{' (simulated)' if a['simulated'] else ''}{_scale_note(a)}",
              f"- B: `{b['path']}` — lab {b['lab']}, scenario {b['scenario']}, {b['records']} records, "
-             f"{b['duration_s']:.1f} s{' (simulated)' if b['simulated'] else ''}",
+             f"{b['duration_s']:.1f} s{' (simulated)' if b['simulated'] else ''}{_scale_note(b)}",
              "", "Values are A → B (B − A). Latencies in ms, corrected for coordinated omission unless noted.", ""]
     labels = result.get("epochs") or {}
     if result.get("scenarios", {}).get("note"):

@@ -135,6 +135,7 @@ def session_info(recording: Recording) -> SessionInfo:
         pair={str(k): str(v) for k, v in (m.get("pair") or {}).items()},
         arrival=dict(m.get("arrival") or {}),
         replay=True,
+        time_scale=float(m.get("time_scale") or 1.0),
     )
 
 

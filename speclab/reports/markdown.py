@@ -52,6 +52,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"**Client could not keep up in {len(sat)} interval(s)** ({', '.join(map(str, sat[:20]))}): "
             "numbers from those intervals describe the client, not the server."
         )
+    trailing = {v: d["trailing_intervals"] for v, d in (report.get("simulator_clock") or {}).get("variants", {}).items()
+                if d.get("trailing_intervals")}
+    if trailing:
+        lines.append("**Simulator trailed its modelled clock** (drift over a tenth of the modelled step) in: "
+                     + "; ".join(f"{v} {len(ivs)} interval(s) ({', '.join(map(str, ivs[:20]))})" for v, ivs in trailing.items())
+                     + ": latencies from those intervals include the host's slowness.")
     if "exit" in report:
         lines.append(f"Exit: {report['exit']['code']} {report['exit']['reason']}")
     lines += _epochs_markdown(report)

@@ -35,6 +35,7 @@ from speclab.model.names import INTERVAL_S
 from speclab.model.paths import BUNDLED
 from speclab.model.scenario import load_scenario
 from speclab.model.snapshot import Snapshot
+from speclab.model.time_scale import TimeScale
 from speclab.recording.preflight import check_outputs
 from speclab.reports import build_report, write_report
 from speclab.servers.backends import AUTO, EngineRequest
@@ -44,11 +45,13 @@ from speclab.servers.memory import memory_table
 from speclab.servers.pairing import pair_info, require_pairing
 
 from .accept_context import AcceptContext
+from .accept_load import load_plan
 from .accept_servers import server_states
 from .accept_stages import RUNNERS
 from .api import ServerView, SessionInfo
 from .live import server_view
 from .signals import catch_interrupts, release_interrupts
+from .time_scale import resolve_time_scale
 
 CANARY_SCENARIO = "mixed"
 GOLDEN_DIR = BUNDLED / "scenarios" / "golden"
@@ -67,6 +70,7 @@ class AcceptOptions:
     force: bool = False
     seed: int | None = None
     overrides: dict[str, Any] | None = None  # per-stage gate overrides, e.g. {"equivalence": {"samples": 50}}
+    time_scale: float | None = None  # --time-scale S; None: auto, for the heaviest load stage
 
 
 def selected_stages(stages: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -102,6 +106,7 @@ class _Run:
             golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
             record_path=options.record_path, pair=self.pair,
         )
+        self.ctx.time_scale = self._time_scale()
         if options.report_dir is not None:
             self.ctx.gateway_dir = Path(options.report_dir) / "gateway"
         self.results: dict[str, StageResult] = {}
@@ -110,15 +115,24 @@ class _Run:
         self.manager: ServerManager | None = None
         self.started = time.monotonic()
 
+    def _time_scale(self) -> TimeScale:
+        """One S for every stage: the given one, or auto's for the heaviest load stage."""
+        top = max([*self.profile.latency.concurrency, self.profile.stress.concurrency])
+        plan = load_plan(self.ctx, requests=self.profile.stress.requests, concurrency=top)
+        return resolve_time_scale(self.options.time_scale, engine=self.engine.engine, lab=self.lab,
+                                  variants=self.lab.variant_names, plan=plan)
+
     def first_line(self) -> str:
         sim = "SIMULATED" if self.engine.simulated else "not simulated"
+        if self.ctx.time_scale.scaled:
+            sim += f"; time scale {self.ctx.time_scale.s:g} ({self.ctx.time_scale.reason}): figures in modelled time"
         return (f"speclab {__version__} accept: lab {self.lab.name} ({', '.join(self.lab.variant_names)}), "
                 f"profile {self.profile.name}, stages {', '.join(self.stages)}; {sim} (engine {self.engine})")
 
     async def start_servers(self) -> None:
         log_dir = Path(tempfile.mkdtemp(prefix="speclab-accept-logs-"))
         self.ctx.log_dir = log_dir
-        self.manager = ServerManager(self.lab, self.engine.engine, log_dir=log_dir)
+        self.manager = ServerManager(self.lab, self.engine.engine, log_dir=log_dir, time_scale=self.ctx.time_scale.s)
         t0 = time.monotonic()
         self.ctx.set_servers(await self.manager.start(self.lab.variant_names))
         self.ctx.say(f"servers ready in {time.monotonic() - t0:.1f} s: "
@@ -202,6 +216,7 @@ class _Run:
             classes=tuple(c for c in snap.cumulative[next(iter(snap.cumulative))].classes) if snap.cumulative else (),
             simulated=self.engine.simulated, pair={k: str(v) for k, v in self.pair.items()},
             arrival={"stages": list(self.stages), "profile": self.profile.name, "keep_going": self.options.keep_going},
+            time_scale=self.ctx.time_scale.s,
         )
         extra = {
             "engine": str(self.engine),

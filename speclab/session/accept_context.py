@@ -24,6 +24,7 @@ from speclab.model.lab import Lab
 from speclab.model.prompt_ref import reference
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
+from speclab.model.time_scale import TimeScale
 from speclab.servers.engine import EngineChoice
 from speclab.servers.manager import RunningServer
 from speclab.traffic.client import Target, run_request
@@ -83,6 +84,7 @@ class AcceptContext:
     record_path: str | Path | None = None
     pair: dict[str, Any] = field(default_factory=dict)
     stage_records: list[RequestRecord] = field(default_factory=list)  # what the running stage sent or reused
+    time_scale: TimeScale = field(default_factory=TimeScale)  # the simulators' S (records are modelled)
     _http: aiohttp.ClientSession | None = None
 
     @property
@@ -97,7 +99,8 @@ class AcceptContext:
         print(line, file=self.out, flush=True)
 
     def now(self) -> float:
-        return time.monotonic() - self.run_start
+        """The run clock in modelled seconds."""
+        return self.time_scale.to_model(time.monotonic() - self.run_start)
 
     def set_servers(self, servers: Mapping[str, RunningServer]) -> None:
         self.servers = dict(servers)
@@ -133,7 +136,9 @@ class AcceptContext:
     ) -> dict[str, list[RequestRecord]]:
         """Send each variant its requests (variants concurrently); records come back in request order."""
         session = await self.http()
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, sock_read=STALL_TIMEOUT_S, sock_connect=10.0)
+        scale = self.time_scale
+        timeout = aiohttp.ClientTimeout(total=scale.to_wall(REQUEST_TIMEOUT_S), sock_read=scale.to_wall(STALL_TIMEOUT_S),
+                                        sock_connect=10.0)
 
         async def one_variant(variant: str, reqs: Sequence[PlannedRequest]) -> list[RequestRecord]:
             target = self.targets[variant]
@@ -144,8 +149,8 @@ class AcceptContext:
                 async with slots:
                     def keep(record: RequestRecord) -> None:
                         got[i] = record
-                    await run_request(session, target, req, self.now(), keep, run_start=self.run_start,
-                                      timeout=timeout)
+                    await run_request(session, target, req, time.monotonic() - self.run_start, keep,
+                                      run_start=self.run_start, timeout=timeout)
 
             await asyncio.gather(*(one(i, r) for i, r in enumerate(reqs)))
             return [r for r in got if r is not None]
@@ -154,7 +159,7 @@ class AcceptContext:
         results = await asyncio.gather(*(one_variant(v, requests[v]) for v in names))
         out = dict(zip(names, results, strict=True))
         for records in out.values():
-            self.add_records(records)
+            self.add_records(scale.ingest(records))
         return out
 
     async def golden(self) -> dict[str, dict[str, RequestRecord]]:

@@ -30,6 +30,7 @@ from speclab.recording.guarded import GuardedWriter
 from speclab.recording.writer import RecordingWriter
 from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import Plan, build_plan
+from speclab.traffic.wall_plan import wall_plan
 
 from .accept_context import AcceptContext
 from .accept_gateway import gateway_canary_configured, gateway_canary_stage
@@ -45,25 +46,29 @@ async def measure(
     aggregator = Aggregator(ctx.variants, classes, interval_s=INTERVAL_S, simulated=ctx.engine.simulated, warmup_s=0.0)
     mine: list[RequestRecord] = []
 
+    scale = ctx.time_scale
+
     def on_records(records: list[RequestRecord]) -> None:
+        scale.ingest(records)  # wall -> modelled seconds
         mine.extend(records)
         aggregator.add_records(records)
         if recorder is not None:
             recorder.write_records(records)
 
     run_start = time.monotonic()
-    runner = TrafficRunner(plan, ctx.targets, workers=1, run_start=run_start, on_records=on_records)
+    runner = TrafficRunner(wall_plan(plan, scale.s), ctx.targets, workers=1, run_start=run_start,
+                           on_records=on_records, health_interval_s=scale.to_wall(INTERVAL_S))
     try:
         await runner.start()
         summary = await runner.finished
     except asyncio.CancelledError:
-        await runner.stop(DRAIN_ON_CANCEL_S)
+        await runner.stop(scale.to_wall(DRAIN_ON_CANCEL_S))
         ctx.add_records(mine)
         if recorder is not None:
-            recorder.close({"status": "interrupted"}, end_s=time.monotonic() - run_start)
+            recorder.close({"status": "interrupted"}, end_s=scale.to_model(time.monotonic() - run_start))
         raise
     ctx.add_records(mine)
-    now = time.monotonic() - run_start
+    now = scale.to_model(time.monotonic() - run_start)
     snap = aggregator.snapshot(now, finished=True)
     if recorder is not None:
         recorder.write_closed_intervals(aggregator)
@@ -73,7 +78,7 @@ async def measure(
     return snap, mine
 
 
-def _plan(ctx: AcceptContext, *, requests: int, concurrency: int | None = None, rate: float | None = None) -> Plan:
+def load_plan(ctx: AcceptContext, *, requests: int, concurrency: int | None = None, rate: float | None = None) -> Plan:
     scenario = ctx.canary_scenario.model_copy(update={"warmup_s": 0.0, "warmup_requests": 0})
     return build_plan(scenario, requests=requests, concurrency=concurrency, rate=rate, seed=ctx.seed)
 
@@ -90,7 +95,7 @@ async def latency_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot | Non
     curve: dict[str, dict[int, LatencyPoint]] = {v: {} for v in ctx.variants}
     snap: Snapshot | None = None
     for level in settings.concurrency:
-        snap, _ = await measure(ctx, _plan(ctx, requests=settings.requests_per_level, concurrency=level),
+        snap, _ = await measure(ctx, load_plan(ctx, requests=settings.requests_per_level, concurrency=level),
                                 f"latency concurrency {level}")
         parts = []
         for v in ctx.variants:
@@ -123,7 +128,7 @@ def busy_throughput(records: list[RequestRecord]) -> float:
 
 async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     settings = ctx.profile.stress
-    snap, records = await measure(ctx, _plan(ctx, requests=settings.requests, concurrency=settings.concurrency),
+    snap, records = await measure(ctx, load_plan(ctx, requests=settings.requests, concurrency=settings.concurrency),
                                   "stress")
     summaries: dict[str, StressSummary] = {}
     for v in ctx.variants:
@@ -150,7 +155,7 @@ def _recorder(ctx: AcceptContext, plan: Plan) -> RecordingWriter | None:
     manifest = {
         "lab": ctx.lab.name, "scenario": plan.name, "command": "accept (canary)", "pair": ctx.pair,
         "variants": list(ctx.variants), "classes": [c.name for c in plan.classes], "simulated": ctx.engine.simulated,
-        "engine": str(ctx.engine), "interval_s": INTERVAL_S, "warmup_s": 0.0,
+        "engine": str(ctx.engine), "interval_s": INTERVAL_S, "warmup_s": 0.0, "time_scale": ctx.time_scale.s,
         "arrival": {"mode": plan.mode, "process": plan.process, **plan.overrides},
         "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(), "engine": s.engine,
                         "baseline": s.baseline} for n, s in ctx.servers.items()},
@@ -165,7 +170,7 @@ async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     if gateway_canary_configured(ctx.lab):
         return await gateway_canary_stage(ctx)
     settings = ctx.profile.canary
-    plan = _plan(ctx, requests=settings.requests, rate=settings.rate)
+    plan = load_plan(ctx, requests=settings.requests, rate=settings.rate)
     snap, records = await measure(ctx, plan, "canary", _recorder(ctx, plan))
     result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, records, INTERVAL_S)
     result.metrics["requests_per_variant"] = settings.requests

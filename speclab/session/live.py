@@ -26,6 +26,7 @@ from speclab import __version__
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.exporter_http import MetricsEndpoint, serve_metrics
 from speclab.metrics.scraper import MetricsScraper
+from speclab.metrics.sim_drift import DriftJudge
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S, SNAPSHOT_HZ
@@ -166,6 +167,7 @@ class LiveSession:
         self._status = "complete"
         self._health: dict[int, WorkerHealth] = {}
         self.scrapers: dict[str, MetricsScraper] = {}
+        self.drift = DriftJudge()  # the simulators' own clock, judged per interval
         self._down: set[str] = set()
         self._start_task: asyncio.Task[None] | None = None
         # Bound last, once every input has been checked, and before any server starts: a port in
@@ -337,6 +339,9 @@ class LiveSession:
                 self.samples.append(sample)
             self.aggregator.add_server_sample(sample)
             self._watch_up(sample)
+            behind = self.drift.add(sample)
+            if behind is not None:
+                self.add_event(Event(t=sample.t, kind="sim_behind", variant=sample.variant, message=behind))
         if self.recorder is not None and samples:
             self.recorder.write_samples(samples)
 
@@ -403,6 +408,7 @@ class LiveSession:
                 servers = {n: {"command": s.command, "settings": s.settings} for n, s in self.servers_running.items()}
                 self.recorder.close({"status": self._status, "health": asdict(self.final.run_health),
                                      "saturated_intervals": list(self.final.saturated_intervals),
+                                     "sim_trailing_intervals": self.drift.trailing(),
                                      "servers": servers, "traffic_errors": self.traffic_errors(),
                                      "planned": [[v, e, n] for (v, e), n in self.runner.issued().items()]
                                      if self.runner is not None else None}, end_s=now)

@@ -49,6 +49,7 @@ from speclab.traffic.schedule import Plan, build_plan
 from .live import LiveSession
 from .options import RunOptions, load_scenario
 from .sweep_lab import cell_lab, lab_carries_schedules
+from .time_scale import resolve_time_scale
 
 CELLS = "cells"
 CAP_FACTOR = 3.0  # a cell short of its minimum requests runs on, up to this many times its length
@@ -73,6 +74,7 @@ class SweepSetup:
     resume: bool = False
     confirm: bool = True
     drain_timeout_s: float = 5.0
+    time_scale: float | None = None  # --time-scale S; None: auto, for the heaviest cell
 
 
 @dataclass
@@ -163,10 +165,21 @@ class SweepDriver:
             raise InputError(f"--cell-duration: {self.setup.cell_s:g} s is not a cell length; give seconds above 0")
         first = self._traffic_plan(self.grid.cells()[0])  # the scenario takes the ladder's mode
         self.classes = [c.name for c in first.classes if c.weight > 0]
+        self.time_scale = self._time_scale()
+
+    def _time_scale(self) -> float:
+        """One S for the whole sweep: the given one, or auto's for its heaviest cell."""
+        scale = 1.0
+        for plan in self.grid.cells():
+            lab, variant = cell_lab(self.lab, plan.config)
+            chosen = resolve_time_scale(self.setup.time_scale, engine=self.engine.engine, lab=lab,
+                                        variants=(variant,), plan=self._traffic_plan(plan))
+            scale = max(scale, chosen.s)
+        return scale
 
     def meta(self, complete: bool) -> dict[str, Any]:
         return {"lab": self.lab.name, "scenario": self.scenario_name, "engine": str(self.engine),
-                "simulated": self.engine.simulated, "time_scale": 1.0, "complete": complete,
+                "simulated": self.engine.simulated, "time_scale": self.time_scale, "complete": complete,
                 "pair": {k: str(v) for k, v in pair_info(self.lab).items() if k in PAIR_KEYS},
                 "versions": dict(self.versions)}
 
@@ -257,7 +270,7 @@ class SweepDriver:
             shutil.rmtree(record)  # an unfinished or failed earlier attempt at this cell
         options = RunOptions(scenario=self.setup.scenario, engine=setup.engine, record_path=record,
                              seed=setup.seed, workers=setup.workers, variants=(variant,), force=setup.force,
-                             drain_timeout_s=setup.drain_timeout_s)
+                             drain_timeout_s=setup.drain_timeout_s, time_scale=self.time_scale)
         session = LiveSession(options, plan=self._traffic_plan(plan), lab=lab)
         starting = asyncio.ensure_future(session.ensure_started())
         stop_wait = asyncio.ensure_future(interrupted.wait())
@@ -298,7 +311,7 @@ class SweepDriver:
                       interrupted: asyncio.Event) -> tuple[Snapshot, bool]:
         """Run until the cell has its length and every class its minimum requests (or the cap)."""
         assert session.runner is not None
-        start = session.runner.traffic_start or 0.0
+        start = session.time_scale.to_model(session.runner.traffic_start or 0.0)
         enough_at = start + self.grid.warmup_s + self.setup.cell_s
         stream = session.snapshots()
         stop_wait = asyncio.ensure_future(interrupted.wait())

@@ -353,7 +353,8 @@ class LabScreen(Screen[None]):
             return
         current = self.source.info.arrival.get("rate")
         rate = await self.app.push_screen_wait(
-            NumberDialog("Arrival rate", "requests per second (open loop), applied live", current,
+            NumberDialog("Arrival rate", "requests per second (open loop), applied live"
+                         + (" (modelled time)" if self.source.info.time_scale != 1.0 else ""), current,
                          integer=False, minimum=0.01)
         )
         if rate is not None:

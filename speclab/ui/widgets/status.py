@@ -34,6 +34,9 @@ def render_status(s: StatusLine, width: int = 0) -> Text:
         out.append(" SIMULATED ", style="bold black on yellow")
     if info.replay:
         out.append(" REPLAY ", style="bold black on cyan")
+    if info.time_scale != 1.0:
+        out.append(f" TIME SCALE {info.time_scale:g} ", style="bold black on magenta")
+        out.append(" modelled time", style="dim")
     out.append(f" lab {info.lab} · scenario {info.scenario}")
     if info.arrival:
         out.append(" · " + " ".join(f"{k} {v}" for k, v in info.arrival.items()), style="dim")
