@@ -23,11 +23,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_one(concurrency: int, scale: str, duration: float, scenario: str, lab: str, out: Path) -> dict[str, Any]:
+def run_one(concurrency: int, scale: str, duration: float, scenario: str, lab: str, out: Path,
+            workers: int) -> dict[str, Any]:
     report = out / f"c{concurrency}-s{scale}"
     argv = [str(Path(sys.executable).parent / "speclab"), "run", scenario, "--lab", lab, "--engine", "sim",
             "--concurrency", str(concurrency), "--duration", f"{duration:g}", "--time-scale", scale,
-            "--report", str(report)]
+            "--workers", str(workers), "--report", str(report)]
     t0 = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -53,12 +54,13 @@ def main() -> int:
     p.add_argument("--duration", type=float, default=20.0, help="modelled seconds of traffic per run")
     p.add_argument("--scenario", default="mixed")
     p.add_argument("--lab", default="default")
+    p.add_argument("--workers", type=int, default=1, help="load-generator processes of each run")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-time-scale-") as tmp:
         for spec in args.runs.split(","):
             conc, _, scale = spec.partition(":")
-            row = run_one(int(conc), scale or "auto", args.duration, args.scenario, args.lab, Path(tmp))
+            row = run_one(int(conc), scale or "auto", args.duration, args.scenario, args.lab, Path(tmp), args.workers)
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from speclab.metrics.crosscheck import crosscheck, mismatches
+from speclab.metrics.sim_drift import GROWTH_LIMIT
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
@@ -53,12 +54,14 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
 
 def simulator_behind(session: LiveSession) -> str:
     """The line that says a simulator (not the client) trailed its clock for most of the run, or ""."""
-    worst = [v for v in session.drift.verdicts() if v.intervals >= MIN_INTERVALS_TO_JUDGE and v.share > SATURATED_LIMIT]
+    worst = [v for v in session.drift.verdicts()
+             if v.intervals >= MIN_INTERVALS_TO_JUDGE and v.share > SATURATED_LIMIT and v.fell_behind]
     if not worst:
         return ""
     scale = session.time_scale.s
     parts = ", ".join(f"{v.variant} in {len(v.trailing)} of {v.intervals} intervals (drift p99 "
-                      f"{v.drift_p99_s * 1000:.1f} ms against a modelled step of {v.step_mean_s * 1000:.1f} ms)"
+                      f"{v.drift_p99_s * 1000:.1f} ms against a modelled step of {v.step_mean_s * 1000:.1f} ms"
+                      + (f", growing {v.growth * 1000:.0f} ms per second" if v.growth > GROWTH_LIMIT else "") + ")"
                       for v in worst)
     return (f"the simulator, not the client, fell behind its modelled clock at time scale {scale:g}: {parts}; "
             f"--time-scale {session.drift.fit(scale):g} would fit this host")

@@ -34,6 +34,7 @@ from speclab.model.names import (
     PROM_REQUEST_SUCCESS,
     PROM_RUNNING,
     PROM_SIM_CLOCK_DRIFT,
+    PROM_SIM_STEP_DRIFT,
     PROM_SIM_STEP_SECONDS,
     PROM_SIM_STEPS,
     PROM_SPEC_ACCEPTED,
@@ -57,6 +58,7 @@ COUNTERS: dict[str, str] = {
     PROM_SPEC_ACCEPTED: "spec_accepted",
     PROM_SIM_STEPS: "sim_steps",
     PROM_SIM_STEP_SECONDS: "sim_step_s",
+    PROM_SIM_STEP_DRIFT: "sim_drift_s",
 }
 HISTOGRAMS: tuple[str, ...] = (
     PROM_QUEUE_TIME,

@@ -1,11 +1,13 @@
 """Did a simulator keep its modelled clock? Judged per interval from its own ``/metrics``.
 
-Each scrape carries ``speclab_sim_clock_drift_seconds`` (how far the simulator's real clock trails
-its modelled one, in modelled seconds) and the deltas of its step counters, whose ratio is the mean
-modelled step of the interval. An interval in which the drift exceeds a tenth of that step, or in
-which the drift grew by more than a step, is flagged as trailing for that simulator: the latencies
-measured there include the host's slowness, not only the model's. Real servers serve no such
-series and are never judged.
+Each scrape carries the deltas of the simulator's step counters: steps, their modelled seconds and
+their summed lateness (how far each step's real end trailed its modelled end, the quantity
+``speclab_sim_clock_drift_seconds`` shows for the latest step). Their ratios are the interval's
+mean modelled step and mean drift; the mean, not one step's, so a single late wake-up of a busy
+host does not flag a second. An interval whose mean drift exceeds a tenth of the mean step, or
+grew by more than a step since the previous one, is flagged as trailing for that simulator: the
+latencies measured there include the host's slowness, not only the model's. Real servers serve no
+such series and are never judged.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ class Verdict:
     def share(self) -> float:
         return len(self.trailing) / self.intervals if self.intervals else 0.0
 
+    @property
+    def fell_behind(self) -> bool:
+        """The simulator could not keep up at all: its drift grew over the run, or exceeded a whole
+        modelled step. A drift that stays under a step (a busy host waking the loop a little late)
+        shifts every token by the same few milliseconds, so it is flagged per interval but leaves
+        TPOT, and the run, valid."""
+        return self.growth > GROWTH_LIMIT or self.drift_p99_s > self.step_mean_s
+
     def as_dict(self) -> dict[str, object]:
         return {"intervals": self.intervals, "trailing_intervals": list(self.trailing),
                 "drift_p99_ms": round(self.drift_p99_s * 1000.0, 3), "step_mean_ms": round(self.step_mean_s * 1000.0, 3),
@@ -68,12 +78,12 @@ class DriftJudge:
 
     def add(self, sample: ServerSample) -> str | None:
         """Judge one scrape; returns a one-line reason when the simulator starts trailing."""
-        if not sample.up or sample.clock_drift_s is None or sample.sim_steps <= 0:
+        if not sample.up or sample.sim_steps <= 0:
             return None
         state = self._by_variant.setdefault(sample.variant, VariantDrift())
         interval = int(sample.t // self.interval_s)
         step = sample.sim_step_s / sample.sim_steps
-        drift = sample.clock_drift_s
+        drift = sample.sim_drift_s / sample.sim_steps
         grew = state.last is not None and drift - state.last[1] > step
         state.drifts.append(drift)
         state.steps.append(step)

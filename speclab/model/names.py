@@ -98,6 +98,7 @@ PROM_SIM_CLOCK_DRIFT: Final = "speclab_sim_clock_drift_seconds"
 PROM_SIM_TIME_SCALE: Final = "speclab_sim_time_scale"
 PROM_SIM_STEPS: Final = "speclab_sim_steps"  # a counter: exposed as ..._total
 PROM_SIM_STEP_SECONDS: Final = "speclab_sim_step_seconds"  # a counter of modelled seconds: ..._total
+PROM_SIM_STEP_DRIFT: Final = "speclab_sim_step_drift_seconds"  # a counter: summed lateness of steps, ..._total
 
 # vLLM's default bucket families (v1/metrics/buckets.py).
 BUCKETS_REQUEST_LATENCY: Final = (

@@ -147,6 +147,7 @@ class ServerSample:
     clock_drift_s: float | None = None  # the simulator's own health gauge
     sim_steps: float = 0.0  # the simulator's engine steps since the previous scrape
     sim_step_s: float = 0.0  # their modelled seconds (sim_step_s / sim_steps: the mean modelled step)
+    sim_drift_s: float = 0.0  # their summed lateness (sim_drift_s / sim_steps: the mean drift of a step)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from .accept_stages import RUNNERS
 from .api import ServerView, SessionInfo
 from .live import server_view
 from .signals import catch_interrupts, release_interrupts
-from .time_scale import resolve_time_scale
+from .time_scale import refuse_for_real_engine, resolve_time_scale
 
 CANARY_SCENARIO = "mixed"
 GOLDEN_DIR = BUNDLED / "scenarios" / "golden"
@@ -96,6 +96,7 @@ class _Run:
             if preflight is not None:
                 preflight(self.lab)
         self.profile = load_gates(options.gates_file).profile(options.profile, options.overrides)
+        refuse_for_real_engine(options.time_scale, options.engine)
         self.engine = select_engine(options.engine)
         self.pairing = require_pairing(self.lab, force=options.force)
         self.pair = pair_info(self.lab, self.pairing)

@@ -47,7 +47,7 @@ from speclab.traffic.wall_plan import wall_plan
 from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 from .relaunch import ScheduledChange, check_changes, parse_change, relaunch_variant, run_changes, target_for
-from .time_scale import resolve_time_scale
+from .time_scale import refuse_for_real_engine, resolve_time_scale
 
 LAB_RETAIN_INTERVALS = 600
 BACKLOG_LIMIT = 8
@@ -117,6 +117,7 @@ class LiveSession:
         key_env = options.api_key_env or (self.lab.server.api_key_env if self.lab is not None else None)
         self.headers, self._api_key = parse_headers(options.headers, key_env)
         # Attached servers were not launched here: their engine is whatever they are.
+        refuse_for_real_engine(options.time_scale, options.engine)
         self.engine: EngineChoice | None = select_engine(options.engine) if self.lab else None
         self.simulated = bool(self.engine and self.engine.simulated)
         self.engine_label = str(self.engine) if self.engine else "attached servers (not launched by speclab)"

@@ -49,7 +49,7 @@ from speclab.traffic.schedule import Plan, build_plan
 from .live import LiveSession
 from .options import RunOptions, load_scenario
 from .sweep_lab import cell_lab, lab_carries_schedules
-from .time_scale import resolve_time_scale
+from .time_scale import refuse_for_real_engine, resolve_time_scale
 
 CELLS = "cells"
 CAP_FACTOR = 3.0  # a cell short of its minimum requests runs on, up to this many times its length
@@ -150,6 +150,7 @@ class SweepDriver:
         self.lab = setup.lab
         self.scenario, _ = load_scenario(setup.scenario)
         self.scenario_name = self.scenario.name or "scenario"
+        refuse_for_real_engine(setup.time_scale, setup.engine)
         self.engine = select_engine(setup.engine)
         self.versions: dict[str, Any] = {"speclab": __version__}
         self.cells: list[CellResult] = []

@@ -54,6 +54,13 @@ def planned_loads(lab: Lab, variants: tuple[str, ...], plan: Plan) -> list[SimLo
     return loads
 
 
+def refuse_for_real_engine(asked: float | None, engine_option: str) -> None:
+    """``--engine vllm`` with a time scale: bad input, said before any engine is looked for."""
+    if engine_option == "vllm" and asked is not None and asked != 1.0:
+        raise InputError(f"--time-scale {asked:g}: a time scale is for the simulator only; "
+                         "a real vllm server always runs at 1")
+
+
 def resolve_time_scale(asked: float | None, *, engine: str | None, lab: Lab | None, variants: tuple[str, ...],
                        plan: Plan, sequential: bool = False) -> TimeScale:
     """The run's S. ``asked`` is ``--time-scale`` (None: auto); ``engine`` is the engine speclab

@@ -100,6 +100,8 @@ class SimMetrics:
         # interval, the yardstick drift is judged against.
         self.steps = Counter(names.PROM_SIM_STEPS, "Engine steps taken.", registry=r)
         self.step_seconds = Counter(names.PROM_SIM_STEP_SECONDS, "Modelled seconds of engine steps.", registry=r)
+        self.step_drift = Counter(names.PROM_SIM_STEP_DRIFT, "Sum over engine steps of how late each ended "
+                                  "against its modelled end (modelled seconds).", registry=r)
         self.num_spec_tokens = num_spec_tokens
         if num_spec_tokens:
             self.spec_drafts = counter(names.PROM_SPEC_DRAFTS, "Number of spec decoding drafts.").labels(**lv)
@@ -158,10 +160,11 @@ class SimMetrics:
         self.req_n.observe(1)
         self.req_preemptions.observe(preemptions)
 
-    def observe_step_time(self, modelled_s: float) -> None:
+    def observe_step_time(self, modelled_s: float, drift_s: float) -> None:
         if modelled_s > 0:
             self.steps.inc()
             self.step_seconds.inc(modelled_s)
+            self.step_drift.inc(max(drift_s, 0.0))
 
     def set_drift(self, seconds: float) -> None:
         self.drift.set(seconds)

@@ -48,11 +48,15 @@ class RequestStream:
 
 class EngineLoop:
     def __init__(self, engine: EngineCore, metrics: SimMetrics,
-                 clock: Callable[[], float] = time.monotonic, time_scale: float = 1.0) -> None:
+                 clock: Callable[[], float] = time.monotonic, time_scale: float = 1.0,
+                 slow_host: float = 0.0) -> None:
+        """``slow_host``: the ``slow_host=F`` fault; each step holds the loop F times its modelled
+        length (in wall time, so times S), the way a host too slow to compute it would."""
         if time_scale < 1.0:
             raise ValueError(f"time scale must be >= 1, got {time_scale:g}")
         self.engine = engine
         self.time_scale = time_scale
+        self._slow_host = slow_host
         self.metrics = metrics
         self._clock = clock
         self._t0 = clock()
@@ -133,6 +137,8 @@ class EngineLoop:
             except Exception as exc:
                 self._die(f"{type(exc).__name__}: {exc}")
                 return
+            if self._slow_host > 0 and result.duration > 0:
+                time.sleep(self._slow_host * result.duration * self.time_scale)  # blocks, as computing would
             end = self._model_now + max(result.duration, 0.0)
             self._step_end = end
             delay = end - self.real()
@@ -146,7 +152,7 @@ class EngineLoop:
             self.max_drift = max(self.max_drift, self.drift)
             self.metrics.set_drift(self.drift)
             self.metrics.observe_step(result.stats)
-            self.metrics.observe_step_time(max(result.duration, 0.0))
+            self.metrics.observe_step_time(max(result.duration, 0.0), self.drift)
             for out in result.outputs:
                 self._deliver(out, end)
 

@@ -58,7 +58,8 @@ class SimServer:
         self.engine = engine
         self.max_model_len = max_model_len
         self.metrics = metrics
-        self.loop = EngineLoop(engine, metrics, time_scale=args.time_scale)
+        self.loop = EngineLoop(engine, metrics, time_scale=args.time_scale,
+                               slow_host=args.wire_faults.get("slow_host", 0.0))
         self.faults = WireFaults(args.wire_faults, args.engine.seed)
         self.created = int(time.time())
         self.served = args.served_model_names or [args.engine.model]

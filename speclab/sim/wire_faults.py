@@ -2,7 +2,9 @@
 
 Wire faults reproduce what the gates' error taxonomy must recognise from the outside: a server
 that dies (``crash_after=N``), streams that go silent without closing (``stall=P``), 5xx answers
-(``http_500=P``) and a broken SSE data line mid-stream (``malformed_sse=P``). Which request gets
+(``http_500=P``) and a broken SSE data line mid-stream (``malformed_sse=P``). ``slow_host=F`` is the
+host's, not the wire's: each engine step holds the server F times its modelled length, as a host too
+slow for the load does, so the modelled clock trails (drift). Which request gets
 which fault is drawn from a generator seeded by ``--seed``, so a run is reproducible.
 """
 
@@ -14,7 +16,8 @@ from typing import Final
 
 ENGINE_FAULTS: Final[dict[str, float]] = {"lossy_verifier": 0.1, "sampling_drift": 0.1, "json_corruption": 0.2,
                                           "runaway": 0.2}
-WIRE_FAULTS: Final[dict[str, float]] = {"crash_after": 10, "stall": 0.1, "http_500": 0.1, "malformed_sse": 0.1}
+WIRE_FAULTS: Final[dict[str, float]] = {"crash_after": 10, "stall": 0.1, "http_500": 0.1, "malformed_sse": 0.1,
+                                        "slow_host": 2.0}
 ALL_FAULTS: Final = (*ENGINE_FAULTS, *WIRE_FAULTS)
 
 
@@ -38,9 +41,9 @@ def parse_fault(spec: str) -> tuple[str, float]:
     if name == "crash_after":
         if value < 1 or value != int(value):
             raise FaultSpecError(f"fault crash_after: expected a whole number of requests >= 1, got {raw!r}")
-    elif name == "sampling_drift":
+    elif name in ("sampling_drift", "slow_host"):
         if value < 0:
-            raise FaultSpecError(f"fault sampling_drift: expected a value >= 0, got {raw!r}")
+            raise FaultSpecError(f"fault {name}: expected a value >= 0, got {raw!r}")
     elif not 0.0 <= value <= 1.0:
         raise FaultSpecError(f"fault {name}: expected a probability in [0, 1], got {raw!r}")
     return name, value

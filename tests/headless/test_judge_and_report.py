@@ -8,9 +8,11 @@ from typing import Any
 from speclab.headless.progress import progress_line
 from speclab.headless.run import judge
 from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.sim_drift import DriftJudge
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import RequestRecord, SpecCounts
 from speclab.model.snapshot import ClientHealth, Snapshot
+from speclab.model.time_scale import TimeScale
 from speclab.reports import build_report, render_markdown
 from speclab.session.api import ServerView, SessionInfo
 
@@ -35,7 +37,8 @@ def _final(records: list[RequestRecord], end: float, saturated: tuple[int, ...] 
 
 
 def _session(records: list[RequestRecord], traffic_errors: tuple[str, ...] = ()) -> Any:
-    return SimpleNamespace(records=records, change_failures=[], traffic_errors=lambda: list(traffic_errors))
+    return SimpleNamespace(records=records, change_failures=[], traffic_errors=lambda: list(traffic_errors),
+                           drift=DriftJudge(), time_scale=TimeScale())
 
 
 def test_a_dead_worker_or_a_lost_request_is_exit_6_before_every_request_failing() -> None:
