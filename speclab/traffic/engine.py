@@ -15,7 +15,6 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
@@ -24,8 +23,8 @@ from speclab.model.records import RequestRecord
 from .client import Target, run_request
 from .health import HealthMonitor
 from .schedule import Plan, RateFunction
+from .shipping import HEALTH, ISSUED, PHASE_DONE, RECORDS, Emit
 
-Emit = Callable[[tuple[str, Any]], None]
 _POLL_S = 0.05
 
 
@@ -40,8 +39,8 @@ class EngineSummary:
 
 
 class TrafficEngine:
-    """Runs inside a worker process (or in-process in tests); ``emit`` receives
-    ``("records", [RequestRecord, ...])``, ``("health", WorkerHealth)`` and ``("phase_done", p)``."""
+    """Runs inside a worker process (or in-process in tests); ``emit`` receives the messages
+    ``shipping`` documents (records, issued counts, health, phase ends) as Python objects."""
 
     def __init__(
         self,
@@ -99,7 +98,7 @@ class TrafficEngine:
         self._pending_pause: float | None = None
         self._reset_phase_state()
         self.monitor = HealthMonitor(
-            worker, run_start, self._counts, lambda h: self._emit(("health", h)),
+            worker, run_start, self._counts, lambda h: self._emit((HEALTH, h)),
             on_tick=self._on_tick, clock=clock, interval_s=health_interval_s,
         )
         self._session: aiohttp.ClientSession | None = None
@@ -240,7 +239,7 @@ class TrafficEngine:
     def _flush(self) -> None:
         if self._batch:
             batch, self._batch = self._batch, []
-            self._emit(("records", batch))
+            self._emit((RECORDS, batch))
         self._ship_issued()
         self._last_flush = self.now()
 
@@ -249,7 +248,7 @@ class TrafficEngine:
         total = sum(self._issued.values())
         if total != self._issued_shipped:
             self._issued_shipped = total
-            self._emit(("issued", dict(self._issued)))
+            self._emit((ISSUED, dict(self._issued)))
 
     def _on_tick(self, now: float) -> None:
         if self._batch and now - self._last_flush >= self._flush_s:
@@ -295,7 +294,7 @@ class TrafficEngine:
                     if self._stopping:
                         break
                     if phase > 0:
-                        self._emit(("phase_done", phase - 1))
+                        self._emit((PHASE_DONE, phase - 1))
                         origin = await self._phase_gate(phase) if self._phase_gate else self.now()
                         self._reset_phase_state()
                         self.begin(origin)

@@ -28,6 +28,7 @@ from .client import Target
 from .engine import EngineSummary
 from .health import WorkerHealth
 from .schedule import Plan, build_plan
+from .shipping import DONE, ERROR, HEALTH, ISSUED, PHASE_DONE, READY, RECORDS, Message, from_wire
 from .worker import WorkerConfig, worker_main
 
 READY_TIMEOUT_S = 60.0
@@ -228,29 +229,29 @@ class TrafficRunner:
         except (EOFError, OSError):
             self._worker_ended(w)
 
-    def _handle(self, w: int, message: tuple[str, Any]) -> None:
-        kind, payload = message
-        if kind == "records":
+    def _handle(self, w: int, message: Message) -> None:
+        kind, payload = from_wire(message)
+        if kind == RECORDS:
             self._summary.records += len(payload)
             self._deliver(self._on_records, payload)
-        elif kind == "health":
+        elif kind == HEALTH:
             self._deliver(self._on_health, payload)
-        elif kind == "issued":
+        elif kind == ISSUED:
             self._issued[w] = payload
-        elif kind == "ready":
+        elif kind == READY:
             self._ready.add(w)
             if len(self._ready) == self.workers:
                 self._ready_event.set()
-        elif kind == "phase_done":
+        elif kind == PHASE_DONE:
             self._phase_done.setdefault(payload, set()).add(w)
             self._maybe_begin_phases()
-        elif kind == "done":
+        elif kind == DONE:
             summary: EngineSummary = payload
             self._summary.started += summary.started
             self._summary.cpu_s += summary.cpu_s
             self._issued[w] = summary.issued
             self._reported.add(w)
-        elif kind == "error":
+        elif kind == ERROR:
             self._summary.errors.append(str(payload))
             self._reported.add(w)
 

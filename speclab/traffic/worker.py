@@ -1,8 +1,8 @@
 """The load-generator worker process: its own interpreter and event loop (uvloop where installed).
 
 Isolation is the point: the parent renders, aggregates and records; a worker only fires requests.
-Control arrives on one pipe (read by the event loop), records and health leave on another,
-pickled and written by a sender thread so a slow reader never blocks the loop.
+Control arrives on one pipe (read by the event loop), records and health leave on another in
+``shipping``'s wire form, written by a sender thread so a slow reader never blocks the loop.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from .client import Target
 from .engine import TrafficEngine
 from .schedule import Plan
+from .shipping import DONE, ERROR, READY, Message, to_wire
 
 
 @dataclass
@@ -44,8 +45,8 @@ class _Sender:
         self._thread = threading.Thread(target=self._run, name="speclab-sender", daemon=True)
         self._thread.start()
 
-    def put(self, message: tuple[str, Any]) -> None:
-        self._queue.put(message)
+    def put(self, message: Message) -> None:
+        self._queue.put(to_wire(message))
 
     def _run(self) -> None:
         while True:
@@ -72,10 +73,10 @@ def worker_main(config: WorkerConfig, ctrl: Connection, data: Connection) -> Non
     sender = _Sender(data)
     try:
         summary = _run(_amain(config, ctrl, sender))
-        sender.put(("done", summary))
+        sender.put((DONE, summary))
     except BaseException as error:
         last = traceback.format_exception_only(type(error), error)[-1].strip()
-        sender.put(("error", f"worker {config.worker}: {last}"))
+        sender.put((ERROR, f"worker {config.worker}: {last}"))
     finally:
         sender.close()
 
@@ -116,7 +117,7 @@ async def _amain(config: WorkerConfig, ctrl: Connection, sender: _Sender) -> Any
             engine.stop(0.0)  # the parent is gone
 
     loop.add_reader(ctrl.fileno(), on_control)
-    sender.put(("ready", config.worker))
+    sender.put((READY, config.worker))
     try:
         return await engine.run()
     finally:
