@@ -71,11 +71,13 @@ async def overhead(gateway_url: str, direct_url: str, model: str, n: int) -> Non
               f"p50 {pct(b, 50):.2f} ms p99 {pct(b, 99):.2f} ms | ratio p50 {pct(b, 50) / pct(a, 50):.3f}")
 
     def gaps(records: list[RequestRecord]) -> list[float]:
-        return [1000 * (y - x) for r in records for x, y in zip(r.chunk_times, r.chunk_times[1:], strict=False)]
+        """Mean gap between the socket reads that carried tokens, per response."""
+        return [1000 * (r.last_token - r.first_token) / (r.token_reads - 1) for r in records
+                if r.first_token is not None and r.last_token is not None and r.token_reads > 1]
 
-    print(f"chunk gaps: direct median {statistics.median(gaps(direct)):.3f} ms, through HAProxy median "
-          f"{statistics.median(gaps(via)):.3f} ms; chunks per response {len(direct[0].chunk_times)} / "
-          f"{len(via[0].chunk_times)}; errors {sum(not r.ok for r in direct)} / {sum(not r.ok for r in via)}")
+    print(f"read gaps: direct median {statistics.median(gaps(direct)):.3f} ms, through HAProxy median "
+          f"{statistics.median(gaps(via)):.3f} ms; token reads per response {direct[0].token_reads} / "
+          f"{via[0].token_reads}; errors {sum(not r.ok for r in direct)} / {sum(not r.ok for r in via)}")
 
 
 async def switch_under_load(gw_url: str, model: str, controller: object, rate: float, duration: float) -> None:

@@ -53,8 +53,8 @@ class RequestRecord:
     warmup: bool = False
     epoch: int = 1  # the variant's config epoch the request was sent to (docs/measurements.md, "Config epochs")
     worker: int = 0
-    chunk_times: list[float] = field(default_factory=list)
-    chunk_tokens: list[int] = field(default_factory=list)
+    chunks: int = 0  # SSE events that carried output (tokens or text)
+    token_reads: int = 0  # socket reads that carried output: chunks a proxy merged count once
     prompt_tokens: int = 0
     output_tokens: int = 0
     output_token_ids: list[int] = field(default_factory=list)

@@ -2,7 +2,9 @@
 
 ``run_request`` never raises and never loses a record: every outcome (success, HTTP error,
 timeout, stall, broken stream, cancellation) ends in exactly one ``RequestRecord`` passed to the
-sink. Per chunk it does little: a clock read, SSE split, ``json.loads`` and a few appends.
+sink. Per chunk it does little: a clock read, SSE split, one ``orjson.loads`` (3-4x the stdlib's
+speed on vLLM's chunks), a few counters, and the token ids and text the gates compare. Nothing
+per chunk is kept beyond those: the estimate of speculative steps is a histogram of k+1 counts.
 Headers (which may carry an API key) go to the server only; they are never stored or logged.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import jsonschema
+import orjson
 
 from speclab.model.gateway import BACKEND_HEADER
 from speclab.model.names import CountSource, ErrorKind
@@ -63,7 +66,7 @@ def schema_valid(schema: dict[str, Any], text: str) -> bool:
         cached = (schema, cls(schema))
         _validators[id(schema)] = cached
     try:
-        instance = json.loads(text)
+        instance = orjson.loads(text)
     except ValueError:
         return False
     return bool(cached[1].is_valid(instance))
@@ -84,20 +87,29 @@ def build_body(req: PlannedRequest, target: Target) -> dict[str, Any]:
     return body
 
 
-def estimate_spec(chunk_tokens: list[int], k: int) -> SpecCounts:
-    """Spec counts from tokens per chunk: the first chunk is prefill; a chunk of n ≤ k+1 tokens is
-    one verify step accepting n−1 drafts; a larger (merged) chunk counts as full steps plus one."""
-    hist = [0] * (k + 1)
-    steps = accepted = 0
-    for n in chunk_tokens[1:]:
-        while n > 0:
-            take = min(n, k + 1)
-            hist[take - 1] += 1
-            steps += 1
-            accepted += take - 1
-            n -= take
+def count_step_chunk(hist: list[int], n: int) -> None:
+    """Add one chunk after the first to ``hist`` (k+1 counts): n ≤ k+1 tokens is one verify step
+    accepting n−1 drafts; a larger (merged) chunk counts as full steps plus one."""
+    width = len(hist)
+    while n > 0:
+        take = n if n < width else width
+        hist[take - 1] += 1
+        n -= take
+
+
+def spec_from_histogram(hist: list[int], k: int) -> SpecCounts:
+    steps = sum(hist)
+    accepted = sum(j * c for j, c in enumerate(hist))
     return SpecCounts(steps=steps, drafted=steps * k, accepted=accepted, histogram=hist,
                       num_spec_tokens=k, source=CountSource.ESTIMATED.value)
+
+
+def estimate_spec(chunk_tokens: list[int], k: int) -> SpecCounts:
+    """Spec counts from tokens per chunk (the first chunk is prefill), as a stream estimates them."""
+    hist = [0] * (k + 1)
+    for n in chunk_tokens[1:]:
+        count_step_chunk(hist, n)
+    return spec_from_histogram(hist, k)
 
 
 async def run_request(
@@ -119,9 +131,9 @@ async def run_request(
         intended=intended, warmup=warmup, epoch=target.epoch, worker=worker, sampling=req.sampling, prompt=req.info,
         tenant=req.tenant, route=PATHS[req.endpoint],
     )
-    state = _Stream(rec, run_start, clock)
+    state = _Stream(rec, run_start, clock, target.num_spec_tokens)
     try:
-        body = json.dumps(build_body(req, target)).encode()
+        body = orjson.dumps(build_body(req, target))
         headers = {**req.headers, "Content-Type": "application/json", "X-Request-Id": req.request_id,
                    **target.headers}
         url = target.base_url.rstrip("/") + PATHS[req.endpoint]
@@ -134,7 +146,7 @@ async def run_request(
             if resp.status != 200:
                 raise _StreamError(_status_kind(resp.status), await _error_text(resp))
             await state.consume(resp)
-        state.finish(target.num_spec_tokens, req.schema, BACKENDS[target.engine].parse_response_metrics)
+        state.finish(req.schema, BACKENDS[target.engine].parse_response_metrics)
     except _StreamError as error:
         state.fail(error.kind, str(error))
     except asyncio.CancelledError:
@@ -184,15 +196,18 @@ async def _error_text(resp: aiohttp.ClientResponse) -> str:
 class _Stream:
     """Per-request parse state; the hot path is ``consume``."""
 
-    __slots__ = ("clock", "done_seen", "metrics", "prev_usage", "rec", "run_start", "texts")
+    __slots__ = ("clock", "counted", "done_seen", "k", "metrics", "prev_usage", "rec", "run_start", "steps", "texts")
 
-    def __init__(self, rec: RequestRecord, run_start: float, clock: Callable[[], float]) -> None:
+    def __init__(self, rec: RequestRecord, run_start: float, clock: Callable[[], float], k: int = 0) -> None:
         self.rec = rec
         self.run_start = run_start
         self.clock = clock
+        self.k = k
         self.texts: list[str] = []
         self.metrics: dict[str, Any] | None = None
         self.prev_usage = 0
+        self.counted = 0  # tokens counted from the chunks
+        self.steps = [0] * (k + 1) if k > 0 else None  # estimated verify steps by drafts accepted
         self.done_seen = False
 
     async def consume(self, resp: aiohttp.ClientResponse) -> None:
@@ -200,6 +215,7 @@ class _Stream:
         clock, run_start, rec = self.clock, self.run_start, self.rec
         async for data in resp.content.iter_any():
             now = clock() - run_start
+            chunks = rec.chunks
             try:
                 payloads = parser.feed(data)
             except MalformedStream as error:  # keep what came before the bad line, then fail
@@ -216,6 +232,8 @@ class _Stream:
                     rec.done = now
                     continue
                 self._event(payload, now)
+            if rec.chunks != chunks:
+                rec.token_reads += 1
             if self.done_seen:
                 # Read to the end of the body so the connection goes back to the pool; whatever
                 # follows [DONE] is not skipped unread.
@@ -232,25 +250,14 @@ class _Stream:
 
     def _event(self, payload: bytes, now: float) -> None:
         try:
-            obj = json.loads(payload)
+            obj = orjson.loads(payload)
         except ValueError as error:
             raise _StreamError(ErrorKind.MALFORMED_STREAM, f"invalid JSON in an SSE event: {error}") from None
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             raise _StreamError(ErrorKind.MALFORMED_STREAM, "an SSE event that is not a JSON object")
         choices = obj.get("choices")
         if not choices:
-            if "error" in obj:
-                err = obj["error"]
-                message = err.get("message", err) if isinstance(err, dict) else err
-                raise _StreamError(ErrorKind.STREAM_ERROR_EVENT, str(message)[:300])
-            usage = obj.get("usage")
-            if choices is None and usage is None:
-                raise _StreamError(ErrorKind.MALFORMED_STREAM, "an SSE event with neither choices nor usage")
-            if usage:
-                self.rec.prompt_tokens = int(usage.get("prompt_tokens") or self.rec.prompt_tokens)
-                self.rec.output_tokens = int(usage.get("completion_tokens") or 0)
-            if obj.get("metrics"):
-                self.metrics = obj["metrics"]
+            self._other(obj, choices)
             return
         rec = self.rec
         choice = choices[0]
@@ -260,22 +267,26 @@ class _Stream:
         prompt_ids = obj.get("prompt_token_ids") or choice.get("prompt_token_ids")
         if prompt_ids:
             rec.prompt_tokens = len(prompt_ids)
-        usage = obj.get("usage")
         if ids is not None:
             n = len(ids)
             if n:
                 rec.output_token_ids.extend(ids)
-        elif usage is not None:
-            total = int(usage.get("completion_tokens") or 0)
-            n, self.prev_usage = total - self.prev_usage, total
         else:
-            n = 1 if text else 0
+            usage = obj.get("usage")
+            if usage is not None:
+                total = int(usage.get("completion_tokens") or 0)
+                n, self.prev_usage = total - self.prev_usage, total
+            else:
+                n = 1 if text else 0
         if n > 0 or text:
             if rec.first_token is None:
                 rec.first_token = now
+            elif self.steps is not None and n > 0:
+                count_step_chunk(self.steps, n)
             rec.last_token = now
-            rec.chunk_times.append(now)
-            rec.chunk_tokens.append(n)
+            rec.chunks += 1
+            if n > 0:
+                self.counted += n
         if text:
             self.texts.append(text)
         logprobs = choice.get("logprobs")
@@ -285,13 +296,27 @@ class _Stream:
         if reason is not None:
             rec.finish_reason = reason
 
-    def finish(self, k: int, schema: dict[str, Any] | None,
+    def _other(self, obj: dict[str, Any], choices: Any) -> None:
+        """An event without choices: an error event, or the usage (and metrics) chunk."""
+        if "error" in obj:
+            err = obj["error"]
+            message = err.get("message", err) if isinstance(err, dict) else err
+            raise _StreamError(ErrorKind.STREAM_ERROR_EVENT, str(message)[:300])
+        usage = obj.get("usage")
+        if choices is None and usage is None:
+            raise _StreamError(ErrorKind.MALFORMED_STREAM, "an SSE event with neither choices nor usage")
+        if usage:
+            self.rec.prompt_tokens = int(usage.get("prompt_tokens") or self.rec.prompt_tokens)
+            self.rec.output_tokens = int(usage.get("completion_tokens") or 0)
+        if obj.get("metrics"):
+            self.metrics = obj["metrics"]
+
+    def finish(self, schema: dict[str, Any] | None,
                read_metrics: Callable[[dict[str, Any]], ResponseMetrics]) -> None:
         rec = self.rec
         rec.output_text = "".join(self.texts)
-        counted = sum(rec.chunk_tokens)
         if rec.output_tokens == 0:
-            rec.output_tokens = counted
+            rec.output_tokens = self.counted
         metrics = self.metrics
         if metrics:
             server = read_metrics(metrics)
@@ -300,8 +325,8 @@ class _Stream:
             rec.server_decode_ms = server.decode_ms
             if server.spec is not None:
                 rec.spec = server.spec
-        if rec.spec.source == CountSource.NONE.value and k > 0:
-            rec.spec = estimate_spec(rec.chunk_tokens, k)
+        if rec.spec.source == CountSource.NONE.value and self.steps is not None:
+            rec.spec = spec_from_histogram(self.steps, self.k)
         if schema is not None:
             rec.schema_valid = schema_valid(schema, rec.output_text)
 
@@ -311,7 +336,7 @@ class _Stream:
         rec.error_message = message
         rec.output_text = "".join(self.texts)
         if rec.output_tokens == 0:
-            rec.output_tokens = sum(rec.chunk_tokens)
+            rec.output_tokens = self.counted
 
 
 def _logprob_entries(logprobs: Any) -> list[dict[str, Any]]:

@@ -68,8 +68,8 @@ async def test_mixed_scenario_against_the_simulator(sim_url: str) -> None:
         assert rec.ok, rec.error_message
         assert rec.sent is not None and rec.first_token is not None and rec.done is not None
         assert rec.sent <= rec.first_token <= rec.done
-        assert rec.output_tokens == sum(rec.chunk_tokens) == len(rec.output_token_ids) > 0
-        assert rec.chunk_tokens[0] >= 1 and max(rec.chunk_tokens) <= K + 1
+        assert rec.output_tokens == len(rec.output_token_ids) > 0
+        assert rec.chunks * (K + 1) >= rec.output_tokens  # no chunk carries more than one step
         assert rec.server_queue_ms is not None and rec.server_decode_ms is not None
         assert rec.spec.source == "exact" and rec.spec.num_spec_tokens == K
         assert sum(rec.spec.histogram) == rec.spec.steps

@@ -170,7 +170,7 @@ async def test_stop_drains_then_cancels_and_loses_no_record(fake_server: FakeSer
     assert len(quick) == len(slow) >= 6
     assert all(r.ok for r in quick)
     assert all(r.error_kind == "cancelled" for r in slow)
-    assert all(r.chunk_tokens for r in slow)  # partial streams are kept
+    assert all(r.chunks for r in slow)  # partial streams are kept
 
 
 async def test_sequential_runs_variants_one_after_another(fake_server: FakeServer) -> None:
