@@ -22,13 +22,15 @@ _SECRET_KEY = re.compile(
 _EXACT_SECRET_KEYS: Final = frozenset({"token", "auth", "key", "headers_auth"})
 
 _TOKEN_CHARS = r"[A-Za-z0-9_\-\.~+/=]"
+# Each pattern with a lowercase word every match contains: a line without it skips that pattern
+# (the recorder scrubs every request line, and nearly none holds any of these words).
 _PATTERNS: Final = (
-    re.compile(r"(?i)(bearer\s+)" + _TOKEN_CHARS + "+"),
-    re.compile(r"(?i)(authorization\s*[:=]\s*)(?!bearer\s)" + _TOKEN_CHARS + "+"),
-    re.compile(r"(?i)(--api-key[= ]\s*)" + _TOKEN_CHARS + "+"),
-    re.compile(r"(?i)((?:api[_-]?key|x-api-key)\s*[:=]\s*)" + _TOKEN_CHARS + "+"),
-    re.compile(r"()\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"()\bhf_[A-Za-z0-9]{20,}"),
+    ("bearer", re.compile(r"(?i)(bearer\s+)" + _TOKEN_CHARS + "+")),
+    ("authorization", re.compile(r"(?i)(authorization\s*[:=]\s*)(?!bearer\s)" + _TOKEN_CHARS + "+")),
+    ("api", re.compile(r"(?i)(--api-key[= ]\s*)" + _TOKEN_CHARS + "+")),
+    ("key", re.compile(r"(?i)((?:api[_-]?key|x-api-key)\s*[:=]\s*)" + _TOKEN_CHARS + "+")),
+    ("sk-", re.compile(r"()\bsk-[A-Za-z0-9_\-]{16,}")),
+    ("hf_", re.compile(r"()\bhf_[A-Za-z0-9]{20,}")),
 )
 
 
@@ -50,8 +52,10 @@ class Scrubber:
         for secret in self._known:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        for pattern in _PATTERNS:
-            value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
+        lowered = value.lower()
+        for word, pattern in _PATTERNS:
+            if word in lowered:
+                value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
         return value
 
     def data(self, value: Any) -> Any:

@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+import orjson
+
 from speclab.metrics.hlog import HlogWriter
 from speclab.model.errors import InputError
 from speclab.model.records import Event, RequestRecord, ServerSample
@@ -123,12 +125,14 @@ class RecordingWriter:
         fh.write(self._scrub.text(_dumps(data)) + "\n")
 
     def write_records(self, records: Iterable[RequestRecord]) -> None:
+        """orjson encodes the dataclass as it is (``asdict`` would deep-copy every list first)."""
         for record in records:
             for t in (record.done, record.last_token, record.first_token, record.sent):
                 if t is not None:
                     self._max_t = max(self._max_t, t)
                     break
-            self._line(self._requests, record.to_dict())
+            line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+            self._requests.write(self._scrub.text(line) + "\n")
 
     def write_samples(self, samples: Iterable[ServerSample]) -> None:
         for sample in samples:
