@@ -8,7 +8,27 @@ from typing import Any, TypeVar
 
 import click
 
+from speclab.model.limits import auto_workers
 from speclab.servers.backends import AUTO, engine_choices, engine_request
+
+
+class WorkersType(click.ParamType):  # type: ignore[type-arg]
+    """``--workers N`` or ``--workers auto`` (what the host's cores allow, ``auto_workers``)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        if str(value).strip().lower() == "auto":
+            return auto_workers()
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number of workers nor 'auto'", param, ctx)
+
+
+WORKERS = WorkersType()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,7 +59,8 @@ def run_options(fn: F) -> F:
         click.option("--rate", type=float, default=None, help="open-loop requests/s"),
         click.option("--concurrency", type=int, default=None, help="closed loop: requests in flight"),
         click.option("--seed", type=int, default=None),
-        click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes"),
+        click.option("--workers", type=WORKERS, default="auto", show_default=True,
+                     help="load-generator processes (auto: half the cores, at least one)"),
         click.option("--sequential", is_flag=True, help="run variants one after another"),
         click.option("--variants", default=None, help="comma-separated subset of the lab's variants"),
         click.option("--force", is_flag=True, help="overwrite a recording; run an unpaired lab"),

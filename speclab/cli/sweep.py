@@ -19,7 +19,7 @@ from speclab.model.time_scale import parse_time_scale
 from speclab.servers.backends import EngineRequest
 
 from .base import _guard
-from .options import engine_option, time_scale_option
+from .options import WORKERS, engine_option, time_scale_option
 
 QUICK_K = "0,2,4"
 QUICK_CELL_S = 5.0
@@ -157,7 +157,8 @@ def run_sweep_app(setup: Any) -> int:
 @click.option("--force", is_flag=True, help="start over in a directory that holds a sweep; run an unpaired lab")
 @engine_option()
 @click.option("--seed", type=int, default=None, help="the traffic's seed (default: the scenario's)")
-@click.option("--workers", type=int, default=1, show_default=True, help="load-generator processes")
+@click.option("--workers", type=WORKERS, default="auto", show_default=True,
+              help="load-generator processes (auto: half the cores, at least one)")
 @click.option("--app", is_flag=True, help="show the sweep in the terminal app: a heat map of speed-up per k x load")
 @time_scale_option
 def sweep(lab_name: str, scenario: str, **opts: Any) -> None:

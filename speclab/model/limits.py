@@ -9,6 +9,7 @@ and a test checks that no numeric field lacks a bound.
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Iterator
 from typing import Any, Final
@@ -32,6 +33,16 @@ MAX_WORKERS: Final = 128
 MAX_REPLAY_SPEED: Final = 1_000.0
 SEED_MIN: Final = -(2**63)
 SEED_MAX: Final = 2**63 - 1
+
+
+def auto_workers(cpus: int | None = None) -> int:
+    """``--workers auto``: half the CPUs this process may run on, at least one, at most eight. The
+    other half is for the parent (aggregation, recording, the app) and servers sharing the host:
+    on two cores a second worker cost more CPU per request than it gained in accuracy."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cpus // 2))
+
 
 # Sampling and sizes.
 MAX_TEMPERATURE: Final = 100.0
