@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen_plan import Workload
-from loadgen_runs import RunResult, ServerConfig, run_client
+from loadgen_runs import RunResult, ServerConfig, is_speclab, run_client
 from loadgen_truth import interval_truth, match, percentile, score_flag
 
 CLIENTS = ("speclab1", "speclab2", "uvloop", "asyncio")
@@ -121,7 +121,7 @@ def evaluate(run: RunResult) -> Row:
         others_cpu_s=others, exit_code=run.measured.returncode, schedule_gap_us=run.schedule_gap_s * 1e6,
         wall_s=run.wall_s,
     )
-    if run.client.startswith("speclab"):
+    if is_speclab(run.client):
         score = score_flag(interval_truth(pairs), run.flagged, FLAG_THRESHOLD_MS, min_requests=10)
         row.flag_bad, row.flag_caught = score.bad, score.caught
         row.flag_good, row.flag_false = score.good, score.false_alarms
@@ -209,7 +209,7 @@ def _ratio(a: float, b: float) -> str:
 
 
 def print_health(rows: list[Row]) -> None:
-    mine = [r for r in rows if r.client.startswith("speclab")]
+    mine = [r for r in rows if is_speclab(r.client)]
     if not mine:
         return
     print(f"\nspeclab's saturation flag against the truth (intervals of >= 10 requests; bad = true TTFT error "
@@ -244,15 +244,18 @@ def main() -> None:
     parser.add_argument("--prompt-words", type=int, default=32)
     parser.add_argument("--json", type=Path, default=None, help="also write every row as JSON")
     parser.add_argument("--keep", type=Path, default=None, help="keep recordings, server records and logs here")
+    parser.add_argument("--base-src", type=Path, default=None,
+                        help="a source tree of speclab (an earlier commit, e.g. from git archive) run as clients baseN")
     args = parser.parse_args()
     try:
         rates = [float(r) for r in args.rates.split(",") if r.strip()]
     except ValueError:
         parser.error(f"--rates: expected comma-separated numbers, got {args.rates!r}")
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
-    unknown = [c for c in clients if c not in ("uvloop", "asyncio") and not c.removeprefix("speclab").isdigit()]
+    unknown = [c for c in clients if c not in ("uvloop", "asyncio")
+               and not c.removeprefix("speclab").isdigit() and not c.removeprefix("base").isdigit()]
     if unknown or not rates or any(r <= 0 for r in rates) or args.duration <= 0:
-        parser.error(f"--clients: speclabN, uvloop or asyncio (got {', '.join(unknown) or 'none'}); "
+        parser.error(f"--clients: speclabN, baseN, uvloop or asyncio (got {', '.join(unknown) or 'none'}); "
                      "--rates and --duration must be positive")
     server = ServerConfig(args.ttft_ms, args.itl_ms, args.tokens)
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="bench-loadgen-"))
@@ -267,7 +270,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             speeds.append(host_speed())
             for client in clients:
-                row = evaluate(run_client(client, work, server, workdir))
+                row = evaluate(run_client(client, work, server, workdir, args.base_src))
                 rows.append(row)
                 print(f"  {client} at {rate:g}/s: error p99 {_f(row.err_p99_ms)} ms, "
                       f"{_f(row.cpu_per_1000, 2)} CPU-s/1k, {row.reached}/{row.planned} sent, exit {row.exit_code}",

@@ -88,9 +88,10 @@ class TruthServer:
         return ServerLog.load(self.records)
 
 
-def speclab_argv(scenario: Path, url: str, workers: int, record: Path, report: Path) -> list[str]:
+def speclab_argv(scenario: Path, url: str, workers: int, record: Path, report: Path, *, base: bool = False) -> list[str]:
+    """``base``: run as a module, so that a PYTHONPATH naming another source tree decides which speclab."""
     exe = Path(sys.executable).with_name("speclab")
-    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "speclab.cli.main"]
+    head = [str(exe)] if exe.exists() and not base else [sys.executable, "-m", "speclab.cli.main"]
     return [*head, "run", str(scenario), "--attach", f"bench={url}", "--workers", str(workers),
             "--record", str(record), "--report", str(report), "--force"]
 
@@ -124,8 +125,14 @@ def read_plain(out: Path) -> list[ClientRecord]:
     return records
 
 
-def run_client(client: str, work: Workload, server_config: ServerConfig, workdir: Path) -> RunResult:
-    """``client``: ``speclabN`` (N workers), ``uvloop`` or ``asyncio``."""
+def is_speclab(client: str) -> bool:
+    return client.startswith(("speclab", "base"))
+
+
+def run_client(client: str, work: Workload, server_config: ServerConfig, workdir: Path,
+               base_src: Path | None = None) -> RunResult:
+    """``client``: ``speclabN`` (N workers), ``baseN`` (speclab from the source tree ``base_src``, an
+    earlier commit, with N workers), ``uvloop`` or ``asyncio``."""
     tag = f"lb-{client}-r{work.rate:g}"
     run_dir = workdir / tag
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -137,20 +144,26 @@ def run_client(client: str, work: Workload, server_config: ServerConfig, workdir
     log_path = run_dir / "client.log"
     try:
         with open(log_path, "w", encoding="utf-8") as log:
-            if client.startswith("speclab"):
-                workers = int(client[len("speclab"):] or 1)
-                argv = speclab_argv(scenario, server.url, workers, run_dir / "recording", run_dir / "report")
+            env = None
+            if is_speclab(client):
+                base = client.startswith("base")
+                workers = int(client.removeprefix("base" if base else "speclab") or 1)
+                argv = speclab_argv(scenario, server.url, workers, run_dir / "recording", run_dir / "report", base=base)
+                if base:
+                    if base_src is None:
+                        raise SystemExit(f"{client}: --base-src names the source tree to run")
+                    env = {**os.environ, "PYTHONPATH": str(base_src.resolve())}
             else:
                 write_plain_plan(run_dir / "plan.json", scenario, MODEL, work.endpoint)
                 argv = [sys.executable, str(BENCH / "loadgen_client.py"), "--plan", str(run_dir / "plan.json"),
                         "--url", server.url, "--out", str(run_dir / "plain.json"), "--loop", client]
-            measured = run_measured(argv, log=log, timeout_s=work.duration_s + 180.0)
+            measured = run_measured(argv, log=log, env=env, timeout_s=work.duration_s + 180.0)
     finally:
         truth = server.stop()
     wall = time.monotonic() - began
     busy = _host_busy() - busy0
     result = RunResult(client, work, len(plan), [], truth, measured, wall, busy, log=log_path)
-    if client.startswith("speclab"):
+    if is_speclab(client):
         if (run_dir / "recording" / "requests.jsonl").exists():
             result.records, result.flagged = read_recording(run_dir / "recording")
             recorded = {index[r.request_id]: r.intended for r in result.records if r.request_id in index}
