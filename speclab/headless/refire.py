@@ -27,7 +27,8 @@ async def refire(recording: Recording, opts: dict[str, Any], out: TextIO = sys.s
     variants = tuple(v for v in lab.variant_names if v in recording.variants) or lab.variant_names
     target = Path(opts.get("record_path") or tempfile.mkdtemp(prefix="speclab-refire-")) / "refire"
     options = RunOptions(scenario=str(recording.path), lab=lab_name, engine=opts.get("engine") or "auto",
-                         record_path=target, variants=variants, force=bool(opts.get("force")))
+                         record_path=target, variants=variants, force=bool(opts.get("force")),
+                         keep_records=False)
     session = LiveSession(options, plan=refire_traffic_plan(recording), lab=lab)
     print(f"refire: {recording.name} ({len(recording.records)} records) at lab {lab.name}", file=out)
     print(session.first_line(), file=out, flush=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from speclab.metrics.crosscheck import crosscheck, mismatches
+from speclab.metrics.crosscheck import mismatches
 from speclab.metrics.sim_drift import GROWTH_LIMIT
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
@@ -27,7 +28,7 @@ MIN_INTERVALS_TO_JUDGE = 5  # a run of a few seconds is flagged per interval, no
 
 def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[ExitCode, str]:
     """The exit code of a finished run and its one-line reason."""
-    measured = [r for r in session.records if not r.warmup]
+    tally = session.tally
     if interrupted:
         return ExitCode.INTERRUPTED, "interrupted; the partial report and recording cover what was measured"
     if session.change_failures:
@@ -35,11 +36,10 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     incomplete = incomplete_reason(session, final)
     if incomplete:
         return ExitCode.MEASUREMENT_INCOMPLETE, incomplete
-    if measured and all(r.error_kind is not None for r in measured):
-        kinds = sorted({str(r.error_kind) for r in measured})
-        first = next(r.error_message for r in measured if r.error_message)
-        return ExitCode.ALL_REQUESTS_FAILED, f"every request failed ({', '.join(kinds)}): {first}"
-    if not measured:
+    if tally.all_failed:
+        kinds = sorted(tally.error_kinds)
+        return ExitCode.ALL_REQUESTS_FAILED, f"every request failed ({', '.join(kinds)}): {tally.first_error}"
+    if not tally.measured:
         return ExitCode.ALL_REQUESTS_FAILED, "no request finished"
     intervals = max(final.interval + 1, 1)
     saturated = len(final.saturated_sends or final.saturated_intervals)  # the client's own, not their echoes
@@ -78,14 +78,10 @@ def incomplete_reason(session: LiveSession, final: Snapshot) -> str:
 
 
 def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str, Any]:
-    kv: dict[str, list[float]] = {}
-    for sample in session.samples:
-        if sample.up:
-            kv.setdefault(sample.variant, []).append(sample.kv_usage)
-    checks = crosscheck(session.records, session.samples)
+    checks = session.tally.crosscheck()
     return {
         "engine": session.engine_label,
-        "memory": memory_table(session.servers_running, kv),
+        "memory": memory_table(session.servers_running, session.tally.kv_usage),
         "gpu_memory": [{"gpu": g.index, "name": g.name, "peak_used_gib": round(g.used_gib, 2),
                         "total_gib": round(g.total_gib, 2)} for g in session.gpu_peak.values()],
         "crosscheck": [{"summary": c.message, "ok": c.ok, "variant": c.variant, "quantity": c.quantity,
@@ -112,7 +108,8 @@ def flag_trailing(rows: list[dict[str, Any]], trailing: dict[str, list[int]]) ->
 
 
 async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode:
-    session = LiveSession(options)
+    """Records stream to the recording and the aggregator; the parent keeps none of them."""
+    session = LiveSession(dataclasses.replace(options, keep_records=False))
     print(session.first_line(), file=out, flush=True)
     try:
         if session.metrics is not None:
@@ -142,7 +139,7 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     was_interrupted = interrupted.is_set()
     await session.stop("interrupted" if was_interrupted else "complete")
     code, reason = judge(session, final, was_interrupted)
-    for c in mismatches(crosscheck(session.records, session.samples)):
+    for c in mismatches(session.tally.crosscheck()):
         print(f"warning: acceptance cross-check: {c.message}", file=out)
     if options.report_dir is not None:
         report = build_report(session.info, final, servers=session.servers(), command="run", events=events,

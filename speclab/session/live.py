@@ -25,6 +25,7 @@ import aiohttp
 from speclab import __version__
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.exporter_http import MetricsEndpoint, serve_metrics
+from speclab.metrics.run_tally import RunTally
 from speclab.metrics.scraper import MetricsScraper
 from speclab.metrics.sim_drift import DriftJudge
 from speclab.model.errors import InputError
@@ -145,14 +146,16 @@ class LiveSession:
         # still counts everything. Headless runs keep all of them for the report's timeline.
         self.aggregator = Aggregator(self.variants, self.classes, interval_s=INTERVAL_S, simulated=self.simulated,
                                      warmup_s=self.plan.warmup_s,
-                                     retain_intervals=None if options.keep_records else LAB_RETAIN_INTERVALS)
+                                     retain_intervals=None if options.keep_intervals else LAB_RETAIN_INTERVALS)
         self.servers_running: dict[str, RunningServer] = {}
         self.manager: ServerManager | None = None
         self.runner: TrafficRunner | None = None
         self.recorder: RecordingWriter | None = None
         self.summary: TrafficSummary | None = None
         self.final: Snapshot | None = None
-        # Kept for cross-checks and the report (not in the all-day lab; the recorder has them).
+        # Kept only with keep_records (sweep cells; the recorder has them); the verdict and the
+        # cross-check read the tally, which holds nothing per request.
+        self.tally = RunTally()
         self.records: list[RequestRecord] = []
         self.samples: list[ServerSample] = []
         self.events: list[Event] = []
@@ -284,6 +287,7 @@ class LiveSession:
         self.time_scale.ingest(records)  # wall -> modelled seconds: the one place durations are divided
         if self.options.keep_records:
             self.records.extend(records)
+        self.tally.add_records(records)
         self.aggregator.add_records(records)
         if self.recorder is not None:
             self.recorder.write_records(records)
@@ -335,6 +339,7 @@ class LiveSession:
             self._take_samples([await scraper.scrape(self.http, self.now())])
 
     def _take_samples(self, samples: list[ServerSample]) -> None:
+        self.tally.add_samples(samples)
         for sample in samples:
             if self.options.keep_records:
                 self.samples.append(sample)

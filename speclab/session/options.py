@@ -37,7 +37,8 @@ class RunOptions:
     force: bool = False
     changes: tuple[str, ...] = ()  # --change AT:VARIANT:KEY=VALUE[,KEY=VALUE], parsed by the session
     drain_timeout_s: float = 10.0
-    keep_records: bool = True  # False for the all-day lab: memory stays bounded
+    keep_records: bool = True  # every record and sample in lists (sweep cells); False for run and lab
+    keep_intervals: bool = True  # every closed interval (the report's timeline); False for the all-day lab
     metrics_port: int | None = None  # --metrics-port: serve speclab's own Prometheus metrics
     metrics_host: str = "127.0.0.1"
     metrics_hold_s: float = 0.0  # keep serving the final metrics this long after the run (a last scrape)

@@ -8,6 +8,7 @@ from typing import Any
 from speclab.headless.progress import progress_line
 from speclab.headless.run import judge
 from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.run_tally import RunTally
 from speclab.metrics.sim_drift import DriftJudge
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import RequestRecord, SpecCounts
@@ -37,7 +38,9 @@ def _final(records: list[RequestRecord], end: float, saturated: tuple[int, ...] 
 
 
 def _session(records: list[RequestRecord], traffic_errors: tuple[str, ...] = ()) -> Any:
-    return SimpleNamespace(records=records, change_failures=[], traffic_errors=lambda: list(traffic_errors),
+    tally = RunTally()
+    tally.add_records(records)
+    return SimpleNamespace(tally=tally, change_failures=[], traffic_errors=lambda: list(traffic_errors),
                            drift=DriftJudge(), time_scale=TimeScale())
 
 

@@ -52,3 +52,25 @@ def test_mismatch_is_reported_with_relative_error() -> None:
 def test_server_without_client_counts_is_a_mismatch() -> None:
     result = crosscheck([], [ServerSample(t=1, variant="k3", spec_drafts=5, spec_draft_tokens=15, spec_accepted=3)])
     assert {c.quantity for c in mismatches(result)} == {"drafts", "draft_tokens", "accepted"}
+
+
+def test_the_run_tally_gives_what_crosscheck_gives_over_the_same_stream() -> None:
+    """``speclab run`` keeps sums, not records: same comparisons, same verdict inputs."""
+    from speclab.metrics.run_tally import RunTally
+
+    records = [
+        RequestRecord(request_id=f"r{i}", variant="k2" if i % 3 else "base", prompt_class="qa", intended=0.1 * i,
+                      warmup=i < 2, error_kind="http_5xx" if i == 7 else None, error_message="boom" if i == 7 else None,
+                      spec=SpecCounts(steps=4, drafted=8, accepted=5 + i % 2, histogram=[0, 3 - i % 2, 1 + i % 2],
+                                      num_spec_tokens=2, source="exact" if i % 4 else "estimated"))
+        for i in range(12)
+    ]
+    samples = [ServerSample(t=float(i), variant="k2", spec_drafts=9.0, spec_draft_tokens=18.0, spec_accepted=11.0,
+                            spec_accepted_per_pos=[7.0, 4.0], kv_usage=0.1 * i, up=i != 2) for i in range(4)]
+    tally = RunTally()
+    for i in range(0, 12, 5):
+        tally.add_records(records[i:i + 5])
+    tally.add_samples(samples)
+    assert tally.crosscheck() == crosscheck(records, samples)
+    assert (tally.measured, tally.measured_failed, tally.error_kinds, tally.first_error) == (10, 1, {"http_5xx"}, "boom")
+    assert not tally.all_failed and tally.kv_usage == {"k2": [0.0, 0.1, 0.30000000000000004]}
