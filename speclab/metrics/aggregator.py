@@ -47,7 +47,8 @@ from .cells import Cell, Counts, HistogramPool, class_stats, finish_time, percen
 from .cumulative import CumulativeView
 from .epochs import EpochBook
 from .hdr import EncodedHistogram
-from .hlog import make_tag
+from .interval_store import IntervalStore
+from .saturation import SaturationBook
 from .server_timing import ServerTiming
 
 Key = tuple[str, int, str]  # (variant, epoch, class)
@@ -55,25 +56,10 @@ EpochKey = tuple[str, int]  # (variant, epoch)
 
 
 @dataclass(slots=True)
-class _StoredCell:
-    counts: Counts
-    hists: dict[str, EncodedHistogram]
-
-
-@dataclass(slots=True)
 class _OpenInterval:
     index: int
     measured: dict[Key, Cell] = field(default_factory=dict)
     warmup: dict[Key, Cell] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _ClosedInterval:
-    index: int
-    start_s: float
-    end_s: float
-    closed_at: float  # run time when it closed; retention counts from here
-    cells: dict[Key, _StoredCell] = field(default_factory=dict)
 
 
 class Aggregator:
@@ -108,9 +94,8 @@ class Aggregator:
         self.retain_intervals = retain_intervals
         self._pool = HistogramPool()
         self._open: dict[int, _OpenInterval] = {}
-        self._closed: list[_ClosedInterval] = []
+        self._store = IntervalStore()
         self._next_close = 0  # index of the oldest interval not yet closed
-        self._dropped_below = 0  # closed intervals with a smaller index were dropped by retention
         self._cumulative = CumulativeView(self._pool)
         self.book = EpochBook()
         self._baseline = baseline
@@ -124,11 +109,7 @@ class Aggregator:
         self._warmup: dict[EpochKey, int] = {}
         self._planned: dict[EpochKey, int] | None = None  # closed since the last snapshot
         self._snapshots = 0
-        self._health = ClientHealth()
-        self._saturated: set[int] = set()  # intervals whose numbers a saturated client affected
-        self._saturated_sends: set[int] = set()  # intervals in which the client was saturated
-        self._finished_from: dict[int, set[int]] = {}  # send interval -> finish intervals of its requests
-        self._run_health = ClientHealth()
+        self._saturation = SaturationBook()
         self._now = 0.0
         self.late_records = 0
 
@@ -203,31 +184,18 @@ class Aggregator:
         """Latest client health; a saturated client marks ``interval`` (the interval the worker's
         report covers, ``WorkerHealth.interval``), else the interval of the last tick. The recorder
         keeps the report's interval, so pass it for live and replay to flag the same intervals."""
-        self._health = health
-        run = self._run_health
-        self._run_health = ClientHealth(
-            schedule_lag_p99_ms=max(run.schedule_lag_p99_ms, health.schedule_lag_p99_ms),
-            loop_lag_max_ms=max(run.loop_lag_max_ms, health.loop_lag_max_ms),
-            cpu_percent=max(run.cpu_percent, health.cpu_percent),
-            in_flight=max(run.in_flight, health.in_flight),
-            saturated=run.saturated or health.saturated,
-            reason=run.reason or health.reason,
-        )
+        self._saturation.set_health(health)
         if health.saturated and mark:
             self.mark_saturated(self.interval_of(self._now) if interval is None else interval)
 
     def mark_saturated(self, interval_index: int) -> None:
         """The client was saturated during ``interval_index``: its own numbers are the client's, and so
         are those of every request sent in it, which count in the intervals where they finished."""
-        self._saturated_sends.add(interval_index)
-        self._saturated.add(interval_index)
-        self._saturated.update(self._finished_from.get(interval_index, ()))
+        self._saturation.mark(interval_index)
 
     def _note_send(self, record: RequestRecord, finished_in: int) -> None:
         sent_in = self.interval_of(record.sent if record.sent is not None else record.intended)
-        self._finished_from.setdefault(sent_in, set()).add(finished_in)
-        if sent_in in self._saturated_sends:
-            self._saturated.add(finished_in)
+        self._saturation.note_send(sent_in, finished_in)
 
     # ---- time ---------------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -251,11 +219,7 @@ class Aggregator:
         interval = self._open.pop(index, _OpenInterval(index))
         start_s = index * self.interval_s
         window = end_s - start_s
-        closed = _ClosedInterval(index, start_s, end_s, self._now)
-        for key, cell in interval.measured.items():
-            closed.cells[key] = _StoredCell(
-                cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
-            )
+        self._store.add(index, start_s, end_s, self._now, interval.measured)
         self._last = self._newest(self._stats([*interval.measured.items(), *interval.warmup.items()], window))
         warmup: dict[str, int] = {}
         for (variant, _epoch, _cls), cell in interval.warmup.items():
@@ -264,7 +228,6 @@ class Aggregator:
         self._closed_since.append(IntervalStats(index, start_s, end_s, measured, warmup))
         if self.retain_intervals is not None and len(self._closed_since) > self.retain_intervals:
             del self._closed_since[0]  # nobody took snapshots for that long: retention's horizon
-        self._closed.append(closed)
         self._next_close = index + 1
         live: dict[Key, CellParts] = {key: (cell.counts, cell.hists) for key, cell in interval.measured.items()}
         self._ab.on_close(self.variants, self.baseline, index, start_s, end_s, live, self._stored)
@@ -273,38 +236,22 @@ class Aggregator:
 
     def _stored(self, index: int) -> tuple[float, float, dict[Key, CellParts]] | None:
         """A closed interval's encoded cells for the A/B windows; None once dropped."""
-        offset = index - self._closed[0].index if self._closed else -1
-        if offset < 0 or offset >= len(self._closed):
+        closed = self._store.get(index)
+        if closed is None:
             return None
-        closed = self._closed[offset]
         return closed.start_s, closed.end_s, {k: (c.counts, c.hists) for k, c in closed.cells.items()}
 
     def _drop_expired(self) -> None:
         if self.retain_intervals is None:
             return
         horizon = self._now - self.retain_intervals * self.interval_s
-        oldest_send = self.interval_of(horizon)
-        for sent_in in [i for i in self._finished_from if i < oldest_send]:
-            del self._finished_from[sent_in]
-        drop = 0
-        while drop < len(self._closed) and self._closed[drop].closed_at <= horizon:
-            drop += 1
-        if drop:
-            self._dropped_below = self._closed[drop - 1].index + 1
-            del self._closed[:drop]
+        self._saturation.forget_sends_before(self.interval_of(horizon))
+        self._store.drop_closed_before(horizon)
 
     def _add_late(self, index: int, key: Key, record: RequestRecord) -> None:
         self.late_records += 1
-        if record.warmup:
-            return
-        offset = index - self._closed[0].index if self._closed else -1
-        if offset < 0:
-            return  # dropped by retention: the cumulative view already has it
-        closed = self._closed[offset]
-        stored = closed.cells.setdefault(key, _StoredCell(Counts(), {}))
-        cell = Cell(stored.counts, {m: e.decode() for m, e in stored.hists.items()})
-        cell.add_record(record, self._pool)
-        stored.hists = {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
+        if not record.warmup:
+            self._store.add_late(index, key, record, self._pool)
 
     # ---- outputs ------------------------------------------------------------------------------
     def snapshot(self, now: float, *, paused: bool = False, finished: bool = False) -> Snapshot:
@@ -330,11 +277,11 @@ class Aggregator:
             cumulative={v: by_epoch[(v, self.book.current(v))] for v in self.variants},
             last_interval=dict(self._last),
             servers=dict(self._servers),
-            health=self._health,
-            run_health=self._run_health,
+            health=self._saturation.health,
+            run_health=self._saturation.run_health,
             events=events,
-            saturated_intervals=tuple(sorted(self._saturated)),
-            saturated_sends=tuple(sorted(self._saturated_sends)),
+            saturated_intervals=tuple(sorted(self._saturation.saturated)),
+            saturated_sends=tuple(sorted(self._saturation.saturated_sends)),
             paused=paused,
             finished=finished,
             simulated=self.simulated,
@@ -355,12 +302,12 @@ class Aggregator:
 
     def window_by_epoch(self, start_interval: int, end_interval: int) -> dict[EpochKey, VariantStats]:
         """Stats per (variant, epoch) over closed intervals ``start_interval..end_interval`` (inclusive)."""
-        if start_interval < self._dropped_below:
+        if start_interval < self._store.dropped_below:
             raise ValueError(
-                f"window({start_interval}, {end_interval}): intervals before {self._dropped_below} are no "
+                f"window({start_interval}, {end_interval}): intervals before {self._store.dropped_below} are no "
                 f"longer kept (retain_intervals={self.retain_intervals}); the cumulative view still counts them"
             )
-        chosen = [c for c in self._closed if start_interval <= c.index <= end_interval]
+        chosen = [c for c in self._store.closed if start_interval <= c.index <= end_interval]
         merged: dict[Key, Cell] = {}
         for closed in chosen:
             for key, stored in closed.cells.items():
@@ -384,21 +331,12 @@ class Aggregator:
         Raises ValueError (before yielding anything) when some of those were already dropped by
         ``retain_intervals``: the caller read too rarely, and a silent gap would corrupt a recording.
         """
-        if since + 1 < self._dropped_below:
+        if since + 1 < self._store.dropped_below:
             raise ValueError(
-                f"intervals {since + 1}..{self._dropped_below - 1} were dropped (retain_intervals="
+                f"intervals {since + 1}..{self._store.dropped_below - 1} were dropped (retain_intervals="
                 f"{self.retain_intervals}) before being read; read at least every {self.retain_intervals} intervals"
             )
-        return self._iter_closed(since)
-
-    def _iter_closed(self, since: int) -> Iterator[tuple[int, float, float, str, EncodedHistogram]]:
-        for closed in self._closed:
-            if closed.index <= since:
-                continue
-            for (variant, epoch, prompt_class), stored in closed.cells.items():
-                for metric, encoded in stored.hists.items():
-                    tag = make_tag(metric, prompt_class, variant, epoch)
-                    yield closed.index, closed.start_s, closed.end_s, tag, encoded
+        return self._store.iter_closed(since)
 
     @property
     def last_closed_interval(self) -> int:
@@ -407,12 +345,12 @@ class Aggregator:
     @property
     def first_retained_interval(self) -> int:
         """The oldest interval index ``window`` and ``iter_closed_intervals`` still answer for."""
-        return self._dropped_below
+        return self._store.dropped_below
 
     @property
     def stored_intervals(self) -> int:
         """How many closed intervals are stored (encoded); bounded when ``retain_intervals`` is set."""
-        return len(self._closed)
+        return len(self._store.closed)
 
     @classmethod
     def from_records(
