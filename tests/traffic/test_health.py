@@ -53,5 +53,6 @@ def test_judge_and_percentile() -> None:
     assert percentile([], 99.0) == 0.0
     assert percentile([3.0, 1.0, 2.0], 50.0) == 2.0
     assert judge(1.0, 1.0, 10.0) == (False, "")
-    saturated, reason = judge(6.0, 11.0, 95.0)
+    assert judge(6.0, 2.0, 50.0) == (False, "")  # within the calibrated limits
+    saturated, reason = judge(9.0, 3.0, 95.0)
     assert saturated and reason.count(";") == 2
