@@ -96,7 +96,7 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
         # The lab stays open all day: the scenario's traffic runs until `q` unless bounded here.
         options = dataclasses.replace(options, duration=LAB_DEFAULT_DURATION_S)
     session = LiveSession(dataclasses.replace(options, keep_records=False, keep_intervals=False))
-    app = create_app(session, session)
+    app = create_app(session, session, yield_cpu=True)
     try:
         app.run()
         if session.final is None and not session.stopped:

@@ -17,6 +17,7 @@ from speclab.model.errors import SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.session.api import LiveControls, SnapshotSource
 from speclab.ui.messages import SnapshotArrived, SourceEnded
+from speclab.ui.priority import LOADED_RATE_S, RenderCap, lower_ui_priority
 from speclab.ui.replay import ReplayControls
 from speclab.ui.screens.lab import LabScreen
 from speclab.ui.state import LabState
@@ -31,7 +32,10 @@ class SpeclabApp(App[None]):
         source: SnapshotSource,
         controls: LiveControls | None = None,
         replay: ReplayControls | None = None,
+        *,
+        yield_cpu: bool = False,
     ) -> None:
+        """``yield_cpu``: lower the event loop's priority once traffic runs (``speclab lab`` does)."""
         super().__init__()
         self.source = source
         self.controls = controls
@@ -41,6 +45,10 @@ class SpeclabApp(App[None]):
         self.stopped = False
         self.source_error: SpeclabError | None = None  # why the source ended early; the CLI exits with it
         self._lab: LabScreen | None = None
+        self._render_cap = RenderCap()
+        self._pending_paint = False
+        self._yield_cpu = yield_cpu
+        self.nice: int | None = None  # the event loop's nice value once lowered
 
     @property
     def lab(self) -> LabScreen:
@@ -58,6 +66,8 @@ class SpeclabApp(App[None]):
     async def consume_snapshots(self) -> None:
         try:
             async for snapshot in self.source.snapshots():
+                if self._yield_cpu and self.nice is None:
+                    self.nice = lower_ui_priority()  # the first snapshot: workers and servers are up
                 self.state.ingest(snapshot)
                 self.post_message(SnapshotArrived(snapshot))
         except SpeclabError as error:
@@ -67,6 +77,14 @@ class SpeclabApp(App[None]):
         self.post_message(SourceEnded())
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        if self._render_cap.due(loaded=message.snapshot.health.saturated):
+            self.lab.refresh_view()
+        elif not self._pending_paint:  # the newest state is painted within a second regardless
+            self._pending_paint = True
+            self.set_timer(LOADED_RATE_S, self._deferred_paint)
+
+    def _deferred_paint(self) -> None:
+        self._pending_paint = False
         self.lab.refresh_view()
 
     def on_source_ended(self, message: SourceEnded) -> None:
@@ -120,6 +138,7 @@ def create_app(
     controls: LiveControls | None = None,
     *,
     replay: ReplayControls | None = None,
+    yield_cpu: bool = False,
 ) -> SpeclabApp:
     """The app over ``source``; without ``controls`` (a replay) the traffic controls are disabled."""
-    return SpeclabApp(source, controls, replay)
+    return SpeclabApp(source, controls, replay, yield_cpu=yield_cpu)
