@@ -110,8 +110,6 @@ class TimeScale:
                 r.last_token /= s
             if r.done is not None:
                 r.done /= s
-            if r.chunk_times:
-                r.chunk_times = [t / s for t in r.chunk_times]
         return records
 
     def label(self) -> str:
