@@ -18,9 +18,6 @@ ALLOWED = {
     "tests/gateway/conftest.py",
     "tests/monitoring/tools.py",
     "tests/sim_server/test_calibrate_gpu.py",
-    # opt-in (SPECLAB_LIVE_EXPORTER_TEST=1) until a stall of `speclab run` under pytest is understood;
-    # the exporter's counts, buckets and promtool check run unconditionally in tests/metrics
-    "tests/monitoring/test_speclab_exporter_live.py",
 }
 VLLM_ENV_USERS = ("tests/servers/test_vllm_parser.py", "tests/sim_grammar/test_grammar_vllm_parity.py",
                   "tests/monitoring/test_kit_files.py", "tests/sweep/test_vllm_schedule.py")

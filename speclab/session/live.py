@@ -317,8 +317,12 @@ class LiveSession:
     async def _scrape_loop(self) -> None:
         while not self._finishing:
             await self.sleep(INTERVAL_S)
+            if self._finishing:  # _write_final takes the last samples itself
+                return
             samples = await asyncio.gather(
                 *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
+            if self._finishing:
+                return
             for failure in (s for s in samples if isinstance(s, BaseException)):
                 self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
             self._take_samples([s for s in samples if isinstance(s, ServerSample)])
@@ -368,6 +372,8 @@ class LiveSession:
         period = 1.0 / SNAPSHOT_HZ
         while not self._finishing:
             await asyncio.sleep(period)
+            if self._finishing:  # the final snapshot is (being) published: nothing may come after it
+                return
             now = self.now()
             self.aggregator.tick(now)
             self._publish(self.aggregator.snapshot(now, paused=self._paused))
