@@ -21,7 +21,17 @@ import pytest
 
 from speclab.monitoring.kit import DASHBOARD_FILE, write_kit
 
-from .tools import PROMTOOL, Prometheus, SpeclabRun, free_port, has_data, http_get, needs_prometheus, needs_promtool, wait_for
+from .tools import (
+    PROMTOOL,
+    Prometheus,
+    SpeclabRun,
+    free_port,
+    has_data,
+    http_get,
+    needs_prometheus,
+    needs_promtool,
+    wait_for,
+)
 
 # A whole `speclab run` with its simulators: on a loaded two-core host, more than the default limit.
 pytestmark = [needs_prometheus, pytest.mark.timeout(420)]
