@@ -8,16 +8,23 @@ arrive after their interval closed are in the cumulative view alone. Every serie
 ``variant``, ``epoch`` and ``class`` (no "all" row: Prometheus sums). ``speclab_config_info`` has one
 series per variant, its current epoch's configuration as labels, so a relaunch ends one series and
 starts another; ``speclab_variant_epoch`` steps at the same moment, for ``changes()``.
+
+A sweep runs each cell as a session of its own; ``begin_part`` starts the next cell's stretch, with
+the cell's number as its ``epoch`` label and its id and load level on ``speclab_config_info``, so
+the counters of every finished cell stay up beside the running one, and each cell ends one
+``speclab_config_info`` label set and starts the next, as a relaunch does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from speclab.model.epochs import EpochInfo
 from speclab.model.latency_metrics import LATENCY_METRICS
 from speclab.model.names import LATENCY_BUCKETS_S
 from speclab.model.names import Metric as Latency
@@ -29,7 +36,7 @@ KEY_LABELS: Final = ("variant", "epoch", "class")
 LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {m.metric: (m.prom, m.prom_help) for m in LATENCY_METRICS}
 CONFIG_LABELS: Final = ("variant", "epoch", "label", "lab", "target_model", "target_revision", "draft_model",
                         "draft_revision", "method", "k", "max_num_seqs", "max_num_batched_tokens",
-                        "enable_chunked_prefill", "simulated")
+                        "enable_chunked_prefill", "simulated", "cell", "load")
 
 
 def _text(value: Any) -> str:
@@ -40,6 +47,16 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class Part:
+    """A stretch of the exposition fed by one session: a whole run, or one sweep cell (``epoch`` then
+    replaces the session's own epoch numbers, ``labels`` adds ``cell`` and ``load`` to the config)."""
+
+    epoch: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    snapshot: Snapshot | None = None
+
+
 class SpeclabCollector(Collector):
     """Serves the newest snapshot handed to ``update`` (called by the session for every one).
 
@@ -48,66 +65,89 @@ class SpeclabCollector(Collector):
 
     def __init__(self, run: Mapping[str, Any] | None = None) -> None:
         self._run = dict(run or {})
-        self._snapshot: Snapshot | None = None
+        # (finished parts, the current part), swapped as one reference: the HTTP thread reads whole states.
+        self._state: tuple[tuple[Part, ...], Part] = ((), Part())
+        self._parts = False
+        self._ended = False
 
     def update(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot  # one reference swap: the HTTP thread reads whole snapshots only
+        done, part = self._state
+        if part.snapshot is not None and part.snapshot.finished:
+            return  # a part's final snapshot is its last word: nothing published after it may replace it
+        self._state = (done, replace(part, snapshot=snapshot))
+
+    def begin_part(self, epoch: str, labels: Mapping[str, str]) -> None:
+        """Keep what was served so far and start the next part (a sweep's next cell)."""
+        done, part = self._state
+        self._parts = True
+        self._state = ((*done, part) if part.snapshot is not None else done, Part(epoch, dict(labels)))
+
+    def end(self) -> None:
+        """A run in parts is over (``speclab_run_finished`` 1); a single run ends with its final snapshot."""
+        self._ended = True
 
     @property
     def snapshot(self) -> Snapshot | None:
-        return self._snapshot
+        return self._state[1].snapshot
 
     def describe(self) -> list[Metric]:
         return []  # series come and go with variants and epochs; nothing to check at registration
 
     def collect(self) -> Iterator[Metric]:
-        snap = self._snapshot
-        yield from self._run_series(snap)
-        if snap is None:
+        done, part = self._state
+        served = [(p, p.snapshot) for p in (*done, part) if p.snapshot is not None]
+        yield from self._run_series([snap for _, snap in served])
+        if not served:
             return
-        rows = [((variant, str(e.info.epoch), cls), stats)
-                for variant, epochs in snap.epochs.items() for e in epochs
-                for cls, stats in e.stats.classes.items() if cls != ALL_CLASSES]
+        rows = [((variant, p.epoch or str(e.info.epoch), cls), stats)
+                for p, snap in served for variant, epochs in snap.epochs.items()
+                for e in epochs for cls, stats in e.stats.classes.items() if cls != ALL_CLASSES]
         yield from _counters(rows)
         yield from _histograms(rows)
-        yield from self._config(snap)
-        yield from _health(snap)
-        yield from _transitions(snap)
+        yield from self._config(served)
+        yield from _health(served[-1][1])
+        yield from _transitions([snap for _, snap in served])
 
-    def _run_series(self, snap: Snapshot | None) -> Iterator[Metric]:
-        t = GaugeMetricFamily(PREFIX + "run_elapsed_seconds", "Run clock (modelled time under a time scale).")
-        t.add_metric([], snap.t if snap else 0.0)
+    def _run_series(self, snaps: list[Snapshot]) -> Iterator[Metric]:
+        t = GaugeMetricFamily(PREFIX + "run_elapsed_seconds", "Run clock (modelled time under a time scale; a "
+                              "sweep: its cells' clocks added up).")
+        t.add_metric([], sum(s.t for s in snaps))
+        finished = self._ended if self._parts else bool(snaps and snaps[-1].finished)
         done = GaugeMetricFamily(PREFIX + "run_finished", "1 once the final snapshot is out.")
-        done.add_metric([], 1.0 if snap and snap.finished else 0.0)
+        done.add_metric([], 1.0 if finished else 0.0)
         yield t
         yield done
 
-    def _config(self, snap: Snapshot) -> Iterator[Metric]:
+    def _config(self, served: list[tuple[Part, Snapshot]]) -> Iterator[Metric]:
         info = GaugeMetricFamily(PREFIX + "config_info", "Each variant's current configuration (value 1); a relaunch "
-                                 "ends one label set and starts the next.", labels=CONFIG_LABELS)
-        epoch = GaugeMetricFamily(PREFIX + "variant_epoch", "Each variant's current config epoch.", labels=["variant"])
-        run = self._run
+                                 "(or a sweep's next cell) ends one label set and starts the next.", labels=CONFIG_LABELS)
+        epoch = GaugeMetricFamily(PREFIX + "variant_epoch", "Each variant's current config epoch (a sweep: its "
+                                  "latest cell's number).", labels=["variant"])
+        latest = {variant: float(p.epoch or epochs[-1].info.epoch)
+                  for p, snap in served for variant, epochs in snap.epochs.items() if epochs}
+        part, snap = served[-1]
         for variant, epochs in snap.epochs.items():
-            if not epochs:
-                continue
-            current = epochs[-1].info
-            s = current.settings
-            k = s.get("num_speculative_tokens") or 0
-            speculative = bool(k)
-            values = {
-                "variant": variant, "epoch": str(current.epoch), "label": current.label or variant,
-                "lab": run.get("lab"), "target_model": run.get("target_model"),
-                "target_revision": run.get("target_revision"),
-                "draft_model": run.get("draft_model") if speculative else "",
-                "draft_revision": run.get("draft_revision") if speculative else "",
-                "method": (s.get("method") or run.get("draft_method")) if speculative else "",
-                "k": k, "max_num_seqs": s.get("max_num_seqs"), "max_num_batched_tokens": s.get("max_num_batched_tokens"),
-                "enable_chunked_prefill": s.get("enable_chunked_prefill"), "simulated": snap.simulated,
-            }
-            info.add_metric([_text(values[k]) for k in CONFIG_LABELS], 1.0)
-            epoch.add_metric([variant], float(current.epoch))
+            if epochs:
+                values = self._config_values(variant, epochs[-1].info, part, snap.simulated)
+                info.add_metric([_text(values.get(k)) for k in CONFIG_LABELS], 1.0)
+        for variant, value in latest.items():
+            epoch.add_metric([variant], value)
         yield info
         yield epoch
+
+    def _config_values(self, variant: str, current: EpochInfo, part: Part, simulated: bool) -> dict[str, Any]:
+        run, s = self._run, current.settings
+        k = s.get("num_speculative_tokens") or 0
+        speculative = bool(k)
+        return {
+            "variant": variant, "epoch": part.epoch or str(current.epoch), "label": current.label or variant,
+            "lab": run.get("lab"), "target_model": run.get("target_model"), "target_revision": run.get("target_revision"),
+            "draft_model": run.get("draft_model") if speculative else "",
+            "draft_revision": run.get("draft_revision") if speculative else "",
+            "method": (s.get("method") or run.get("draft_method")) if speculative else "",
+            "k": k, "max_num_seqs": s.get("max_num_seqs"), "max_num_batched_tokens": s.get("max_num_batched_tokens"),
+            "enable_chunked_prefill": s.get("enable_chunked_prefill"), "simulated": simulated, **part.labels,
+        }
 
 
 def _counters(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[Metric]:
@@ -183,14 +223,15 @@ def _health(snap: Snapshot) -> Iterator[Metric]:
     yield sat
 
 
-def _transitions(snap: Snapshot) -> Iterator[Metric]:
+def _transitions(snaps: list[Snapshot]) -> Iterator[Metric]:
     labels = ["variant", "from_epoch", "to_epoch"]
     requests = CounterMetricFamily(PREFIX + "transition_requests", "Requests that fell in a relaunch's transition "
                                    "(reported in neither epoch).", labels=labels)
     errors = CounterMetricFamily(PREFIX + "transition_request_errors", "Failed requests among them.", labels=labels)
-    for t in snap.transitions:
-        key = [t.variant, str(t.from_epoch), str(t.to_epoch)]
-        requests.add_metric(key, float(t.requests))
-        errors.add_metric(key, float(t.error_count))
+    for snap in snaps:
+        for t in snap.transitions:
+            key = [t.variant, str(t.from_epoch), str(t.to_epoch)]
+            requests.add_metric(key, float(t.requests))
+            errors.add_metric(key, float(t.error_count))
     yield requests
     yield errors

@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.cells import METRIC_VALUES
 from speclab.metrics.exporter import SpeclabCollector
 from speclab.metrics.exporter_http import serve_metrics
@@ -23,15 +24,13 @@ from speclab.model.errors import InputError
 from speclab.model.names import LATENCY_BUCKETS_S, Metric
 from speclab.model.snapshot import Snapshot
 
-from .test_epochs import aggregate, traffic
+from .test_epochs import K4, aggregate, record, traffic
 
 RUN = {"lab": "default", "target_model": "meta-llama/Llama-3.1-8B-Instruct", "target_revision": "main",
        "draft_model": "meta-llama/Llama-3.2-1B-Instruct", "draft_revision": "abc123", "draft_method": "draft_model"}
 
 
-def _samples(snap: Snapshot) -> dict[str, list[tuple[dict[str, str], float]]]:
-    collector = SpeclabCollector(RUN)
-    collector.update(snap)
+def _collected(collector: SpeclabCollector) -> dict[str, list[tuple[dict[str, str], float]]]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
@@ -39,6 +38,12 @@ def _samples(snap: Snapshot) -> dict[str, list[tuple[dict[str, str], float]]]:
         for s in family.samples:
             out.setdefault(s.name, []).append((dict(s.labels), s.value))
     return out
+
+
+def _samples(snap: Snapshot) -> dict[str, list[tuple[dict[str, str], float]]]:
+    collector = SpeclabCollector(RUN)
+    collector.update(snap)
+    return _collected(collector)
 
 
 def _one(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
@@ -141,3 +146,40 @@ def test_endpoint_serves_and_a_port_in_use_is_bad_input(final: tuple[Snapshot, A
         endpoint.close()
     with socket.socket() as s, pytest.raises(ConnectionRefusedError):  # closed: nobody listens there now
         s.connect(("127.0.0.1", endpoint.port))
+
+
+def _cell(variant: str, k: int, requests: int, *, finished: bool) -> Snapshot:
+    """One sweep cell's session: a single variant, one epoch, ``requests`` finished requests."""
+    agg = Aggregator([variant], ["qa"])
+    agg.launch(variant, {**K4, "num_speculative_tokens": k} if k else {"max_num_seqs": 64}, baseline=not k)
+    agg.add_records(record(n, 0.1 * n + 0.01, 0.05, variant=variant, k=k) for n in range(requests))
+    agg.tick(5.0)
+    return agg.snapshot(5.0, finished=finished)
+
+
+def test_a_snapshot_after_the_final_one_is_not_served(final: tuple[Snapshot, Any]) -> None:
+    collector = SpeclabCollector(RUN)
+    collector.update(final[0])
+    collector.update(_cell("k4", 4, 3, finished=False))  # a late tick of the session's pump
+    assert collector.snapshot is final[0]
+    assert _one(_collected(collector), "speclab_run_finished") == 1
+
+
+def test_sweep_cells_keep_their_counts_and_each_cell_marks_its_config() -> None:
+    collector = SpeclabCollector(RUN)
+    collector.begin_part("1", {"cell": "k0-c1", "load": "concurrency=1"})
+    collector.update(_cell("k0", 0, 4, finished=True))
+    collector.begin_part("2", {"cell": "k2-c1", "load": "concurrency=1"})
+    collector.update(_cell("k2", 2, 6, finished=False))
+    samples = _collected(collector)
+    assert _one(samples, "speclab_requests_total", variant="k0", epoch="1") == 4  # the finished cell stays up
+    assert _one(samples, "speclab_requests_total", variant="k2", epoch="2") == 6
+    info = [lab for lab, _ in samples["speclab_config_info"]]
+    assert [(i["variant"], i["epoch"], i["cell"], i["load"], i["k"]) for i in info] == [
+        ("k2", "2", "k2-c1", "concurrency=1", "2")]  # only the running cell's configuration is current
+    assert {lab["variant"]: v for lab, v in samples["speclab_variant_epoch"]} == {"k0": 1.0, "k2": 2.0}
+    assert _one(samples, "speclab_run_finished") == 0  # a cell's final snapshot does not end the sweep
+    assert _one(samples, "speclab_run_elapsed_seconds") == 10.0
+    collector.update(_cell("k2", 2, 6, finished=True))
+    collector.end()
+    assert _one(_collected(collector), "speclab_run_finished") == 1
