@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from speclab.model.time_scale import parse_time_scale
 from speclab.servers.backends import EngineRequest
 
 from .base import _guard
-from .options import WORKERS, engine_option, time_scale_option
+from .options import WORKERS, engine_option, metrics_options, metrics_settings, time_scale_option
 
 QUICK_K = "0,2,4"
 QUICK_CELL_S = 5.0
@@ -55,6 +55,9 @@ class SweepArgs:
     workers: int
     app: bool
     time_scale: str = "auto"
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_hold_s: float = 0.0
 
 
 def ladder(top: int, points: int) -> list[int]:
@@ -101,7 +104,8 @@ def sweep_setup(args: SweepArgs) -> Any:
     directory = args.report_dir or Path(f"sweep-{lab.name}")
     return SweepSetup(lab=lab, scenario=args.scenario, grid=grid, directory=directory, cell_s=cell_s,
                       engine=args.engine, seed=args.seed, workers=args.workers, force=args.force, resume=args.resume,
-                      confirm=args.confirm, time_scale=parse_time_scale(args.time_scale))
+                      confirm=args.confirm, time_scale=parse_time_scale(args.time_scale),
+                      **metrics_settings(asdict(args)))
 
 
 def run_sweep_command(args: SweepArgs) -> int:
@@ -119,7 +123,10 @@ def run_sweep_app(setup: Any) -> int:
     from speclab.ui.sweep_app import SweepApp
 
     app = SweepApp(setup, cell_report)
-    app.run()
+    try:
+        app.run()
+    finally:
+        app.driver.close_metrics()
     if app.outcome is None:
         return int(app.return_code or ExitCode.INTERNAL_ERROR)
     for line in crossover_lines(app.outcome.result):
@@ -161,6 +168,7 @@ def run_sweep_app(setup: Any) -> int:
               help="load-generator processes (auto: half the cores, at least one)")
 @click.option("--app", is_flag=True, help="show the sweep in the terminal app: a heat map of speed-up per k x load")
 @time_scale_option
+@metrics_options
 def sweep(lab_name: str, scenario: str, **opts: Any) -> None:
     """Sweep draft lengths (and batch settings) of LAB over a load ladder of SCENARIO (default: mixed)."""
     args = SweepArgs(lab=lab_name, scenario=scenario, **opts)

@@ -55,12 +55,14 @@ async def run_sweep(setup: SweepSetup, out: TextIO = sys.stdout) -> ExitCode:
     interrupted = catch_interrupts()
     try:
         outcome = await driver.run(interrupted)
+        for line in crossover_lines(outcome.result):
+            print(line, file=out)
+        for note in outcome.result.notes:
+            print(f"note: {note}", file=out)
+        print(f"sweep: {', '.join(str(p) for p in outcome.written)}", file=out)
+        print(f"exit {int(outcome.code)} ({outcome.code.name.lower()}): {outcome.reason}", file=out, flush=True)
+        await driver.hold_metrics(interrupted)
     finally:
         release_interrupts()
-    for line in crossover_lines(outcome.result):
-        print(line, file=out)
-    for note in outcome.result.notes:
-        print(f"note: {note}", file=out)
-    print(f"sweep: {', '.join(str(p) for p in outcome.written)}", file=out)
-    print(f"exit {int(outcome.code)} ({outcome.code.name.lower()}): {outcome.reason}", file=out, flush=True)
+        driver.close_metrics()
     return outcome.code

@@ -98,9 +98,11 @@ class LiveSession:
     """``await start()``, then consume ``snapshots()``; ``await wait()`` for the end; ``await stop()``."""
 
     def __init__(
-        self, options: RunOptions, *, plan: Plan | None = None, lab: Lab | None = None, clock: Callable[[], float] = time.monotonic
+        self, options: RunOptions, *, plan: Plan | None = None, lab: Lab | None = None,
+        clock: Callable[[], float] = time.monotonic, metrics: MetricsEndpoint | None = None,
     ) -> None:
-        """``plan`` and ``lab`` replace the scenario's (``replay --refire`` fires a recorded plan)."""
+        """``plan`` and ``lab`` replace the scenario's (``replay --refire`` fires a recorded plan);
+        ``metrics`` is an endpoint the caller owns and closes (a sweep's, across its cells)."""
         self.options = options
         self._clock = clock
         check_outputs(options.record_path, options.report_dir, force=options.force)  # exit 2 before any server
@@ -176,8 +178,8 @@ class LiveSession:
         self._start_task: asyncio.Task[None] | None = None
         # Bound last, once every input has been checked, and before any server starts: a port in
         # use is bad input with nothing launched.
-        self.metrics: MetricsEndpoint | None = None
-        if options.metrics_port is not None:
+        self.metrics: MetricsEndpoint | None = metrics
+        if metrics is None and options.metrics_port is not None:
             self.metrics = serve_metrics(options.metrics_port, options.metrics_host, {"lab": self.info.lab, **self.info.pair})
 
     # -- setup -----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from speclab import __version__
+from speclab.metrics.exporter_http import DEFAULT_HOST, MetricsEndpoint, serve_metrics
 from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import Lab
@@ -75,6 +76,9 @@ class SweepSetup:
     confirm: bool = True
     drain_timeout_s: float = 5.0
     time_scale: float | None = None  # --time-scale S; None: auto, for the heaviest cell
+    metrics_port: int | None = None  # --metrics-port: one endpoint for the whole sweep, every cell in it
+    metrics_host: str = DEFAULT_HOST
+    metrics_hold_s: float = 0.0  # the front end keeps the final figures up this long
 
 
 @dataclass
@@ -156,6 +160,12 @@ class SweepDriver:
         self.cells: list[CellResult] = []
         self.classes: list[str] = []
         self.check()
+        # Bound once every input has been checked and before any server starts (a port in use: exit 2).
+        self.metrics: MetricsEndpoint | None = None
+        self._cells_run = 0
+        if setup.metrics_port is not None:
+            run = {"lab": self.lab.name, **{k: str(v) for k, v in pair_info(self.lab).items()}}
+            self.metrics = serve_metrics(setup.metrics_port, setup.metrics_host, run)
 
     def check(self) -> None:
         """Every configuration's lab and pairing, before any server starts (exit 2 naming the field)."""
@@ -195,6 +205,8 @@ class SweepDriver:
             self.cells = [c for c in check_resume(setup.directory, self.grid, self.lab, self.scenario_name) if c.ok]
         for text in self.grid.notes(self.lab.effective(self.lab.baseline).max_num_seqs):
             self.observer.note(f"note: {text}")
+        if self.metrics is not None:
+            self.observer.note(f"metrics: {self.metrics.url} (speclab's own series, every cell an epoch)")
         grid_plans = self.grid.cells()
         confirm_guess = 3 * len(self.grid.load) * self.grid.repeats if setup.confirm else 0
         progress = SweepProgress(total=len(grid_plans) + confirm_guess, done=len(self.cells))
@@ -224,7 +236,23 @@ class SweepDriver:
 
     def _finish(self, code: ExitCode, reason: str) -> SweepOutcome:
         result, written = self.write(complete=code == ExitCode.OK, plots=True)
+        if self.metrics is not None:
+            self.metrics.collector.end()
         return SweepOutcome(code, reason, result, written)
+
+    async def hold_metrics(self, interrupted: asyncio.Event) -> None:
+        """Keep serving the final figures ``metrics_hold_s`` (a last scrape), or until interrupted."""
+        if self.metrics is None or self.setup.metrics_hold_s <= 0 or interrupted.is_set():
+            return
+        self.observer.note(f"metrics: serving the final figures {self.setup.metrics_hold_s:g} s more")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(interrupted.wait(), self.setup.metrics_hold_s)
+
+    def close_metrics(self) -> None:
+        """Stop serving ``--metrics-port``. Idempotent."""
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
 
     async def _run_plans(self, plans: Sequence[CellPlan], progress: SweepProgress, interrupted: asyncio.Event) -> bool:
         """Run ``plans`` in order; False when interrupted (the unfinished cell is not kept)."""
@@ -272,7 +300,10 @@ class SweepDriver:
         options = RunOptions(scenario=self.setup.scenario, engine=setup.engine, record_path=record,
                              seed=setup.seed, workers=setup.workers, variants=(variant,), force=setup.force,
                              drain_timeout_s=setup.drain_timeout_s, time_scale=self.time_scale)
-        session = LiveSession(options, plan=self._traffic_plan(plan), lab=lab)
+        session = LiveSession(options, plan=self._traffic_plan(plan), lab=lab, metrics=self.metrics)
+        if self.metrics is not None:
+            self._cells_run += 1
+            self.metrics.collector.begin_part(str(self._cells_run), {"cell": plan.id, "load": f"{plan.load.mode}={plan.load.value:g}"})
         starting = asyncio.ensure_future(session.ensure_started())
         stop_wait = asyncio.ensure_future(interrupted.wait())
         try:
