@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from .base import _guard
-from .options import engine_option
+from .options import engine_option, metrics_options, metrics_settings
 
 
 @click.command()
@@ -35,6 +35,7 @@ from .options import engine_option
 @click.option("--seed", type=int, default=None)
 @click.option("--haproxy", "haproxy_bin", default=None, help="haproxy executable (default: haproxy on PATH)")
 @click.option("--force", is_flag=True, help="write over a previous drill's report")
+@metrics_options
 def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
     """Switch a canary tenant to the speculative pool behind HAProxy, roll back, measure the flip."""
     from speclab.headless.drill import drill_command
@@ -48,6 +49,7 @@ def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
             trigger_intervals=int(opts["trigger_intervals"]), canary_tenant=opts.get("canary_tenant"),
             control_tenant=opts.get("control_tenant"), pool=opts.get("pool"), rate=opts.get("rate"),
             seed=opts.get("seed"), haproxy=opts.get("haproxy_bin"), force=bool(opts.get("force")),
+            **metrics_settings(opts),
         )
         return int(asyncio.run(drill_command(options)))
 

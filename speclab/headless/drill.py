@@ -10,7 +10,6 @@ when the gateway chose its backend. The variant tables are per backend (the serv
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -26,10 +25,11 @@ from speclab.reports import build_report, render_markdown, write_report
 from speclab.servers.pairing import pair_info, require_pairing
 from speclab.session.api import SessionInfo
 from speclab.session.drill import DrillOutcome, run_drill
+from speclab.session.drill_metrics import UNROUTED, by_backend
 from speclab.session.drill_plan import DrillOptions
+from speclab.session.signals import hold
 
 PHASES = ("plain", "canary", "rolled_back")
-UNROUTED = "unrouted"  # a request no backend answered (the gateway itself refused or was gone)
 
 
 def _phase_of(record: RequestRecord, outcome: DrillOutcome) -> str | None:
@@ -180,7 +180,7 @@ def _rate(value: float | None) -> str:
 
 def build_drill_report(outcome: DrillOutcome, code: ExitCode, reason: str, block: dict[str, Any]) -> dict[str, Any]:
     plan = outcome.plan
-    relabelled = [dataclasses.replace(r, variant=r.backend or UNROUTED) for r in outcome.records]
+    relabelled = by_backend(outcome.records)
     classes = [c.name for c in plan.plan.classes]
     agg = Aggregator.from_records(relabelled, list(plan.routing.variants), classes, end_t=max(outcome.end_s, 0.0),
                                   interval_s=INTERVAL_S, simulated=outcome.simulated, warmup_s=plan.plan.warmup_s)
@@ -206,13 +206,20 @@ def write_drill_report(report: dict[str, Any], directory: Path) -> list[Path]:
 
 async def drill_command(options: DrillOptions, out: TextIO = sys.stdout) -> ExitCode:
     outcome = await run_drill(options, out)
-    block = drill_block(outcome)
-    code, reason = judge(outcome, block)
-    report = build_drill_report(outcome, code, reason, block)
-    for path in write_drill_report(report, outcome.plan.report_dir):
-        print(f"report: {path}", file=out)
-    print(f"drill: rollback_s {block['rollback_s']} s, drain_s {block['drain_s']} s, in flight at the flip "
-          f"{block['in_flight_at_flip']}, failed during it {block['failed_during_flip']}, converged "
-          f"{block['converged']}", file=out)
-    print(f"exit {int(code)} ({code.name.lower()}): {reason}", file=out, flush=True)
+    try:
+        block = drill_block(outcome)
+        code, reason = judge(outcome, block)
+        report = build_drill_report(outcome, code, reason, block)
+        for path in write_drill_report(report, outcome.plan.report_dir):
+            print(f"report: {path}", file=out)
+        print(f"drill: rollback_s {block['rollback_s']} s, drain_s {block['drain_s']} s, in flight at the flip "
+              f"{block['in_flight_at_flip']}, failed during it {block['failed_during_flip']}, converged "
+              f"{block['converged']}", file=out)
+        print(f"exit {int(code)} ({code.name.lower()}): {reason}", file=out, flush=True)
+        if outcome.metrics is not None and options.metrics_hold_s > 0 and not outcome.interrupted:
+            print(f"metrics: serving the final figures {options.metrics_hold_s:g} s more", file=out, flush=True)
+            await hold(options.metrics_hold_s)
+    finally:
+        if outcome.metrics is not None:
+            outcome.metrics.close()
     return code

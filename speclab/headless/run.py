@@ -18,7 +18,7 @@ from speclab.reports import build_report, write_report
 from speclab.servers.memory import memory_table
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
-from speclab.session.signals import catch_interrupts, release_interrupts
+from speclab.session.signals import catch_interrupts, hold, release_interrupts
 
 from .progress import progress_line, timeline_rows
 
@@ -117,7 +117,7 @@ async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode
         code = await follow_to_end(session, out)
         if session.metrics is not None and options.metrics_hold_s > 0:
             print(f"metrics: serving the final figures {options.metrics_hold_s:g} s more", file=out, flush=True)
-            await asyncio.sleep(options.metrics_hold_s)
+            await hold(options.metrics_hold_s)
         return code
     finally:
         session.close_metrics()

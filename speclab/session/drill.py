@@ -25,14 +25,17 @@ from speclab.gates.triggers import Fired, TriggerWatch
 from speclab.gateway.config import find_haproxy
 from speclab.gateway.controller import GatewayController
 from speclab.gateway.launch import RunningGateway, start_gateway
+from speclab.metrics.exporter_http import serve_metrics
 from speclab.model.errors import ServerNotReadyError
 from speclab.model.records import Event, RequestRecord
 from speclab.servers.argv import Engine
 from speclab.servers.engine import select_engine
+from speclab.servers.pairing import pair_info, require_pairing
 from speclab.traffic.client import Target
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
 
 from .api import ServerView
+from .drill_metrics import DrillMetrics
 from .drill_plan import DrillOptions, DrillPlan, resolve
 from .drill_watch import FlipWatcher
 from .live import server_view
@@ -67,12 +70,15 @@ class DrillOutcome:
     failure: str | None = None  # the gateway or a change failed mid-run
     traffic_errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    metrics: DrillMetrics | None = None  # --metrics-port: still serving; the front end closes it
 
 
 class _Drill:
-    def __init__(self, plan: DrillPlan, out: TextIO) -> None:
+    def __init__(self, plan: DrillPlan, out: TextIO, metrics: DrillMetrics | None = None) -> None:
         self.plan = plan
         self.out = out
+        self.metrics = metrics
+        self._pump: asyncio.Task[None] | None = None
         self.run_start = time.monotonic()
         self.outcome = DrillOutcome(plan=plan)
         self.gw: RunningGateway | None = None
@@ -95,6 +101,8 @@ class _Drill:
 
     def on_records(self, records: list[RequestRecord]) -> None:
         self.outcome.records.extend(records)
+        if self.metrics is not None:
+            self.metrics.add(records)
         switched = self.outcome.switch_s
         if self.trigger is not None and switched is not None and not self.rolled_back.is_set():
             self.trigger.add(r for r in records if r.tenant == self.plan.canary
@@ -107,6 +115,8 @@ class _Drill:
         self.gw = await start_gateway(plan.lab, plan.routing, engine=engine, directory=plan.report_dir,
                                       haproxy=haproxy, api_key=api_key)
         self.outcome.servers = {n: server_view(s, log_lines=0) for n, s in self.gw.servers.items()}
+        if self.metrics is not None:
+            self.metrics.launch(self.gw.servers)
         state = self.gw.state
         self.outcome.gateway = {"url": state.url, "haproxy": state.haproxy, "haproxy_version": state.haproxy_version,
                                 "haproxy_pid": state.haproxy_pid, "config": state.config,
@@ -121,6 +131,8 @@ class _Drill:
                                     on_records=self.on_records)
         await self.runner.start()
         self.outcome.traffic_start = self.runner.traffic_start or self.now()
+        if self.metrics is not None:
+            self._pump = asyncio.create_task(self.metrics.pump(self.now), name="drill-metrics")
         self.say(f"drill: traffic to {state.url} from t=0 for {plan.duration_s:g} s: tenants {plan.control} "
                  f"(control) and {plan.canary} (canary) on {plan.routing.baseline}; {plan.canary} -> {plan.pool} "
                  f"at {plan.switch_at:g} s; rollback at {plan.rollback_at:g} s"
@@ -138,6 +150,10 @@ class _Drill:
             return
         self._stopped = True
         await self.stop_traffic(INTERRUPT_DRAIN_S)
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(BaseException):
+                await self._pump
         if self.watcher is not None and self.outcome.watch is None:
             self.outcome.watch = await self.watcher.finish(0.0)
         if self.controller is not None:
@@ -249,6 +265,8 @@ class _Drill:
         if self.watcher is not None:
             outcome.watch = await self.watcher.finish(WATCH_GRACE_S)
         outcome.end_s = self.now()
+        if self.metrics is not None:
+            self.metrics.finish(outcome.end_s)
         if self.trigger is not None:
             outcome.trigger_rows = list(self.trigger.judged)
         if outcome.flip is not None and outcome.watch is not None:
@@ -261,10 +279,19 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
     plan = resolve(options)  # bad input: exit 2 before anything starts
     haproxy = find_haproxy(options.haproxy)
     engine = select_engine(options.engine)
-    drill = _Drill(plan, out)
+    metrics = None
+    if options.metrics_port is not None:  # every input checked, nothing started: a port in use is exit 2
+        pair = pair_info(plan.lab, require_pairing(plan.lab, force=True))
+        endpoint = serve_metrics(options.metrics_port, options.metrics_host,
+                                 {"lab": plan.lab.name, **{k: str(v) for k, v in pair.items()}})
+        metrics = DrillMetrics(endpoint, plan.routing.variants, [c.name for c in plan.plan.classes],
+                               simulated=engine.simulated, warmup_s=plan.plan.warmup_s)
+    drill = _Drill(plan, out, metrics)
     drill.outcome.engine, drill.outcome.simulated = str(engine), engine.simulated
     drill.say(f"speclab {__version__} drill: lab {plan.lab.name} ({plan.routing.baseline}, {plan.pool}) x "
               f"{plan.plan.name}; engine: {engine}")
+    if metrics is not None:
+        drill.say(f"metrics: {metrics.url} (speclab's own series per backend, for Prometheus)")
     api_key = os.environ.get(plan.lab.server.api_key_env) if plan.lab.server.api_key_env else None
     interrupted = catch_interrupts()
     started = time.monotonic()
@@ -288,8 +315,15 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
     except ServerNotReadyError as error:
         drill.outcome.server_not_ready = str(error)
         drill.say(f"error: {error}")
+    except BaseException:
+        if metrics is not None:
+            metrics.close()
+        raise
     finally:
         release_interrupts()
         await drill.stop()
     drill.outcome.wall_s = round(time.monotonic() - started, 3)
+    if metrics is not None:
+        metrics.finish(drill.outcome.end_s or drill.now())  # a drill that never got to finish()
+        drill.outcome.metrics = metrics
     return drill.outcome

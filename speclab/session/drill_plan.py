@@ -45,6 +45,9 @@ class DrillOptions:
     seed: int | None = None
     haproxy: str | None = None
     force: bool = False
+    metrics_port: int | None = None  # --metrics-port: speclab's own series per backend during the drill
+    metrics_host: str = "127.0.0.1"
+    metrics_hold_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -25,3 +25,16 @@ def release_interrupts() -> None:
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def hold(seconds: float) -> bool:
+    """Wait ``seconds`` (keeping a finished run's metrics up for a last scrape), ended early and
+    quietly by Ctrl-C or SIGTERM: everything is written by then. True when cut short."""
+    interrupted = catch_interrupts()
+    try:
+        await asyncio.wait_for(interrupted.wait(), seconds)
+        return True
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        release_interrupts()

@@ -1,4 +1,4 @@
-"""`--metrics-port` on `run` and `lab`: a port in use is bad input, one line, before any server starts."""
+"""`--metrics-port` on `run`, `lab`, `sweep` and `drill`: a port in use is bad input, one line, before any server starts."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("command", [["run", "smoke"], ["lab", "default", "smoke"]], ids=["run", "lab"])
+@pytest.mark.parametrize("command", [["run", "smoke"], ["lab", "default", "smoke"], ["sweep", "default", "smoke", "--quick"],
+                                     ["drill", "default", "--quick"]], ids=["run", "lab", "sweep", "drill"])
 def test_a_port_in_use_is_exit_2_with_one_line_and_nothing_started(command: list[str], tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -23,7 +24,8 @@ def test_a_port_in_use_is_exit_2_with_one_line_and_nothing_started(command: list
                               timeout=60, check=False)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stderr.splitlines() == [f"speclab: error: --metrics-port {port}: 127.0.0.1:{port} is already in use"]
-    assert "servers ready" not in proc.stdout and not (tmp_path / "report" / "report.json").exists()
+    assert "servers ready" not in proc.stdout and proc.stdout == ""
+    assert not any((tmp_path / "report" / name).exists() for name in ("report.json", "sweep.json", "haproxy.cfg"))
 
 
 def test_a_port_out_of_range_is_refused_by_the_option() -> None:
