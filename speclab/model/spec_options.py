@@ -89,9 +89,9 @@ class SpecOptions(BaseModel):
         if heterogeneous_vocab and self.draft_sample_method == "probabilistic":
             raise ValueError(f"draft_sample_method: variant {name!r}: use_heterogeneous_vocab currently only supports "
                              "greedy draft sampling. Set draft_sample_method='greedy' (the default) or omit it.")
-        if method == "suffix" and self.num_speculative_tokens_per_batch_size is not None:
+        if method not in sd.DYNAMIC_K_METHODS and self.num_speculative_tokens_per_batch_size is not None:
             raise ValueError(f"num_speculative_tokens_per_batch_size: variant {name!r}: vLLM 0.33 disables it with "
-                             "method 'suffix' (Model Runner V1 cannot truncate its drafts) and runs the static k")
+                             f"method {method!r} (Model Runner V1 cannot truncate its drafts) and runs the static k")
         if method == "suffix" and self.rejection_sample_method == "block":
             raise ValueError(f"rejection_sample_method: variant {name!r}: 'block' runs on Model Runner V2 only; with "
                              "method 'suffix' vLLM 0.33 verifies token by token ('standard')")

@@ -21,12 +21,17 @@ DRAFT_SAMPLE_METHODS: Final = ("greedy", "probabilistic")
 LOSSY_REJECTION_METHODS: Final = frozenset({"synthetic", "fly"})
 FLY_DEFAULT_ENTROPY_THRESHOLD: Final = 0.3
 FLY_DEFAULT_ENTROPY_TOP_K: Final = 3
+SUFFIX_DEFAULT_TREE_DEPTH: Final = 24
 SUFFIX_DEFAULTS: Final = {
-    "suffix_decoding_max_tree_depth": 24,
+    "suffix_decoding_max_tree_depth": SUFFIX_DEFAULT_TREE_DEPTH,
     "suffix_decoding_max_cached_requests": 10000,
     "suffix_decoding_max_spec_factor": 1.0,
     "suffix_decoding_min_token_prob": 0.1,
 }
+
+# vLLM 0.33's V1 runner (config/vllm.py): the methods whose proposer honours a per-batch-size k;
+# for any other it drops num_speculative_tokens_per_batch_size and runs the static k.
+DYNAMIC_K_METHODS: Final = frozenset({"ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash"})
 
 Schedule = list[tuple[int, int, int]]
 
@@ -40,23 +45,7 @@ def normalize_schedule(raw: object) -> Schedule:
                          "(range_start, range_end, num_speculative_tokens) entries.")
     if not raw:
         raise ValueError("num_speculative_tokens_per_batch_size must not be empty.")
-    parsed: Schedule = []
-    for entry in raw:
-        if not isinstance(entry, list | tuple) or len(entry) != 3:
-            raise ValueError("Each num_speculative_tokens_per_batch_size entry must be a 3-item sequence: "
-                             "(range_start, range_end, num_speculative_tokens).")
-        try:
-            start, end, k = (int(x) for x in entry)
-        except (TypeError, ValueError):
-            raise ValueError(f"num_speculative_tokens_per_batch_size entry {list(entry)!r} must hold integers") from None
-        if start <= 0 or end <= 0:
-            raise ValueError(f"Batch-size range ({start}, {end}) must be positive.")
-        if start > end:
-            raise ValueError(f"Batch-size range start must be <= end for ({start}, {end}, {k}).")
-        if k < 0:
-            raise ValueError("num_speculative_tokens_per_batch_size values must be >= 0.")
-        parsed.append((start, end, k))
-    parsed.sort(key=lambda item: item[0])
+    parsed = sorted((schedule_entry(entry) for entry in raw), key=lambda item: item[0])
     previous_end = 0
     for start, end, _ in parsed:
         if start <= previous_end:
@@ -65,6 +54,24 @@ def normalize_schedule(raw: object) -> Schedule:
     if parsed[0][0] != 1:
         raise ValueError("The first batch-size range must start at 1 so every runtime batch size has a defined schedule.")
     return parsed
+
+
+def schedule_entry(entry: object) -> tuple[int, int, int]:
+    """One ``(range_start, range_end, num_speculative_tokens)`` entry, checked as vLLM 0.33 checks it."""
+    if not isinstance(entry, list | tuple) or len(entry) != 3:
+        raise ValueError("Each num_speculative_tokens_per_batch_size entry must be a 3-item sequence: "
+                         "(range_start, range_end, num_speculative_tokens).")
+    try:
+        start, end, k = (int(x) for x in entry)
+    except (TypeError, ValueError):
+        raise ValueError(f"num_speculative_tokens_per_batch_size entry {list(entry)!r} must hold integers") from None
+    if start <= 0 or end <= 0:
+        raise ValueError(f"Batch-size range ({start}, {end}) must be positive.")
+    if start > end:
+        raise ValueError(f"Batch-size range start must be <= end for ({start}, {end}, {k}).")
+    if k < 0:
+        raise ValueError("num_speculative_tokens_per_batch_size values must be >= 0.")
+    return start, end, k
 
 
 def dense_schedule(schedule: Sequence[Sequence[int]], max_batch_size: int, num_speculative_tokens: int) -> list[int]:
@@ -147,6 +154,25 @@ def check_rejection_settings(method: str, k: int, *, rates: Sequence[float] | No
     if fly_window_size >= k:
         raise ValueError("FLy requires fly_window_size to be smaller than num_speculative_tokens.")
     return fly_window_size
+
+
+def check_draft_length(k: int, method: str, *, n_predict: int | None = None,
+                       suffix_max_tree_depth: int = SUFFIX_DEFAULT_TREE_DEPTH,
+                       rejection_sample_method: str = "standard", fly_window_size: int | None = None) -> None:
+    """ValueError saying why ``method`` cannot run ``k`` >= 1 drafts a step: vLLM 0.33's refusals in
+    its words (MTP's divisibility by ``n_predict``, FLy's minimum and window), and suffix decoding's
+    tree depth, which bounds what it can ever draft."""
+    if method == "mtp" and n_predict and k > n_predict and k % n_predict:
+        raise ValueError(f"vLLM 0.33 refuses it for mtp: num_speculative_tokens:{k} must be divisible by "
+                         f"n_predict={n_predict}")
+    if method == "suffix" and k > suffix_max_tree_depth:
+        raise ValueError(f"deeper than suffix decoding can draft (suffix_decoding_max_tree_depth="
+                         f"{suffix_max_tree_depth} bounds match plus drafts)")
+    if rejection_sample_method == "fly":
+        try:
+            check_rejection_settings("fly", k, fly_window_size=fly_window_size)
+        except ValueError as exc:
+            raise ValueError(f"vLLM 0.33 refuses it with rejection_sample_method 'fly': {exc}") from None
 
 
 def check_suffix_settings(depth: int, cached: int, factor: float, min_prob: float) -> None:

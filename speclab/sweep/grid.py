@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab
+from speclab.model.speculative import SUFFIX_DEFAULT_TREE_DEPTH
 
 from .rules import DraftRules, Entry, check_k, check_schedule
 from .slo import Slo, parse_slo
@@ -209,16 +210,18 @@ def varying_settings(configs: Iterable[CellConfig]) -> tuple[str, ...]:
 
 
 def rules_for_lab(lab: Lab) -> DraftRules:
-    """The drafter facts a lab states (a method's extra knobs where the lab file carries them)."""
+    """The drafter facts a lab states: the draft's method and suffix depth, and the verification of
+    its first speculative variant, which every speculative cell copies (``session/sweep_lab.py``)."""
     draft = lab.draft
     if draft is None:
         return DraftRules(None)
+    source = next((v for v in lab.variants if v.speculative), None)
     return DraftRules(
         draft.method,
-        rejection_sample_method=getattr(draft, "rejection_sample_method", None) or "standard",
-        n_predict=getattr(draft, "n_predict", None),
-        suffix_max_tree_depth=getattr(draft, "suffix_decoding_max_tree_depth", None) or 24,
-        fly_window_size=getattr(draft, "fly_window_size", None),
+        rejection_sample_method=(source.rejection_sample_method if source else None) or "standard",
+        n_predict=getattr(draft, "n_predict", None),  # not in the lab file yet: MTP checkpoints' own count
+        suffix_max_tree_depth=draft.suffix_decoding_max_tree_depth or SUFFIX_DEFAULT_TREE_DEPTH,
+        fly_window_size=source.fly_window_size if source else None,
     )
 
 

@@ -33,6 +33,8 @@ def _sweep(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("extra", "field"), [
+    (["--k", ""], "k: the grid is empty"),
+    (["--concurrency", ""], "load: the load ladder is empty"),
     (["--k", "0"], "k: the grid has only k=0"),
     (["--k", "0,65"], "k[1]: k=65 is above the lab limit"),
     (["--concurrency", "0,4"], "load.concurrency[0]: 0 is not a load level"),
@@ -57,6 +59,15 @@ def test_a_k_without_a_draft_exits_2(tmp_path: Path) -> None:
     lab.write_text(NO_DRAFT)
     code, output = _sweep([str(lab), "smoke", "--k", "0,2", "--report", str(tmp_path / "out")], tmp_path)
     assert code == ExitCode.BAD_INPUT and "k[1]: k=2 needs a draft" in output
+
+
+def test_a_k_the_labs_verification_cannot_take_exits_2(tmp_path: Path) -> None:
+    lab = write_lab(tmp_path / "lab.toml", variant_extra=SPEC + 'rejection_sample_method = "fly"\n')
+    code, output = _sweep([str(lab), "smoke", "--k", "0,1,2", "--report", str(tmp_path / "out")], tmp_path)
+    assert code == ExitCode.BAD_INPUT, output
+    assert output.strip() == ("speclab: error: k[1]: k=1: vLLM 0.33 refuses it with rejection_sample_method 'fly': "
+                              "FLy requires num_speculative_tokens to be at least 2.")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_sweep_directory_is_not_overwritten_and_resume_needs_one(tmp_path: Path) -> None:

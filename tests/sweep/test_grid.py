@@ -7,8 +7,9 @@ import pytest
 from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import load_lab
+from speclab.model.speculative import dense_schedule
 from speclab.sweep import DraftRules, make_grid, parse_list, parse_schedule, parse_slo, rules_for_lab
-from speclab.sweep.rules import dense_lookup, normalize_schedule
+from speclab.sweep.rules import normalize_schedule
 
 DRAFT = DraftRules("draft_model")
 
@@ -70,7 +71,7 @@ def test_lab_rules_and_notes() -> None:
     ({"k": [2], "schedules": [[[1, 8, 4], [8, 16, 2]]]}, "schedules[0]:", "overlap"),
     ({"k": [2], "schedules": [[[1, 8, -1]]]}, "schedules[0][0]:", ">= 0"),
     ({"k": [2], "schedules": [[[1, 8, 0]]]}, "schedules[0]:", "baseline"),
-    ({"k": [2], "schedules": [[[1, 8]]]}, "schedules[0][0]:", "[range_start, range_end, k]"),
+    ({"k": [2], "schedules": [[[1, 8]]]}, "schedules[0][0]:", "3-item sequence"),
 ])
 def test_bad_grid_names_the_field(kwargs: dict, field: str, words: str) -> None:
     args = {**({} if "rate" in kwargs else {"concurrency": [1, 8]}), **kwargs}
@@ -127,7 +128,7 @@ def test_parsers_name_the_field() -> None:
 
 def test_dense_lookup_carries_gaps_and_clamps_like_vllm() -> None:
     entries = normalize_schedule([[32, 128, 2], [1, 16, 3]], "s")
-    dense = dense_lookup(entries, 160, 3)
+    dense = dense_schedule(entries, 160, 3)
     assert dense[1] == dense[16] == 3 and dense[17] == dense[31] == 3  # the gap inherits k=3
     assert dense[32] == dense[128] == 2 and dense[160] == 2  # the tail carries the last k
-    assert dense_lookup([(1, 8, 5)], 8, 3)[8] == 3  # clamped to num_speculative_tokens
+    assert dense_schedule([(1, 8, 5)], 8, 3)[8] == 3  # clamped to num_speculative_tokens

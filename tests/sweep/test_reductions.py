@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from speclab.model.lab import load_lab
+from speclab.model.speculative import dense_schedule
 from speclab.sweep import DraftRules, failed_cell, make_grid, reduce_sweep
 from speclab.sweep.confirm import confirmation_configs
 from speclab.sweep.grid import CellPlan
 from speclab.sweep.noise import Spread, compare
-from speclab.sweep.rules import dense_lookup, normalize_schedule
+from speclab.sweep.rules import normalize_schedule
 
 from . import synth
 
@@ -80,7 +81,7 @@ def test_best_k_and_schedule_map_levels_to_measured_running_batches() -> None:
     assert [r["throughput"] for r in result.best_k["all"]] == [4, 2, 2, 0, 0]
     assert result.recommendation.schedule == [[1, 7, 4], [8, 31, 2], [32, 64, 0]]
     normalize_schedule(result.recommendation.schedule, "schedule")
-    dense = dense_lookup([tuple(e) for e in result.recommendation.schedule], 64, 4)  # type: ignore[misc]
+    dense = dense_schedule([tuple(e) for e in result.recommendation.schedule], 64, 4)
     assert dense[1] == 4 and dense[8] == 2 and dense[31] == 2 and dense[32] == 0 and dense[64] == 0
     ranges = result.recommendation.evidence
     assert [r["range"] for r in ranges] == [[1, 7], [8, 31], [32, 64]]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from speclab.model.lab import load_lab
+from speclab.model.speculative import dense_schedule
 from speclab.sweep import DraftRules, make_grid, reduce_sweep
-from speclab.sweep.rules import dense_lookup
 
 from ..vllm_env import missing
 from . import synth
@@ -70,6 +70,6 @@ def test_recommended_speculative_config_parses_and_schedules_as_vllm_does() -> N
         if "num_speculative_tokens_per_batch_size" in config:
             assert result["normalized"] == schedule, name
             k = config["num_speculative_tokens"]
-            assert result["dense"] == dense_lookup([tuple(e) for e in schedule], seqs, k), name  # type: ignore[misc]
+            assert result["dense"] == dense_schedule([tuple(e) for e in schedule], seqs, k), name
             assert max(e[2] for e in schedule) == k
     assert not results[-1]["ok"] and "start at 1" in results[-1]["error"]  # the probe does catch a bad one
