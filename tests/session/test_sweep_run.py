@@ -155,3 +155,28 @@ def test_interrupt_keeps_finished_cells_and_resume_runs_only_the_rest(workdir: P
                      "--concurrency", "2", *CELL], cwd=workdir)
     assert again.returncode == ExitCode.BAD_INPUT
     assert "configs" in again.stderr and "differs" in again.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_schedule_arm_runs_its_per_batch_k_and_reaches_sweep_json(workdir: Path) -> None:
+    lab, scenario = _setup(workdir)
+    out_dir = workdir / "sweep"
+    out = run_cli(["sweep", str(lab), str(scenario), "--report", str(out_dir), "--k", "0", "--schedule",
+                   "1-1:3,2-8:1", "--concurrency", "2", "--no-confirm", *CELL], cwd=workdir, timeout=200)
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    doc = _doc(out_dir)
+    by_id = {c["id"]: c for c in doc["cells"]}
+    assert set(by_id) == {"k0_c2_r1", "sched1-1x3_2-8x1_c2_r1"}
+    cell = by_id["sched1-1x3_2-8x1_c2_r1"]
+    schedule = [[1, 1, 3], [2, 8, 1]]
+    assert cell["status"] == "ok" and cell["config"]["k"] == 3 and cell["config"]["schedule"] == schedule
+    assert cell["source"]["settings"]["num_speculative_tokens_per_batch_size"] == schedule
+    manifest = json.loads((out_dir / cell["source"]["recording"] / "manifest.json").read_text())
+    command = manifest["servers"]["sched1-1x3_2-8x1"]["command"]
+    assert '"num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,1,3],[2,8,1]]' in command
+    # The server picked k per step from the running batch: k=1 at two in flight, never the fixed k=3 alone.
+    per_k = {row["k"]: row["steps"] for row in cell["classes"]["all"]["acceptance"]["per_k"]}
+    assert set(per_k) <= {1, 3} and per_k.get(1, 0) > 0, per_k
+    assert sum(per_k.values()) == cell["classes"]["all"]["acceptance"]["steps"]
+    assert [r["load"] for r in doc["speedup"]["all"]["sched[1-1:3,2-8:1]"]["throughput"]] == [2]
+    assert "sched[1-1:3,2-8:1]" in (out_dir / "sweep.md").read_text()
