@@ -18,6 +18,8 @@ ALLOWED = {
     "tests/gateway/conftest.py",
     "tests/monitoring/tools.py",
     "tests/sim_server/test_calibrate_gpu.py",
+    # Ray is the optional [ray] extra; .ci/run installs it and sets SPECLAB_REQUIRE_RAY=1 (a failure there)
+    "tests/cluster/conftest.py",
 }
 VLLM_ENV_USERS = ("tests/servers/test_vllm_parser.py", "tests/sim_grammar/test_grammar_vllm_parity.py",
                   "tests/monitoring/test_kit_files.py", "tests/sweep/test_vllm_schedule.py")

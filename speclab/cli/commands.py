@@ -16,7 +16,7 @@ from speclab.model.exit_codes import ExitCode
 from speclab.model.time_scale import parse_time_scale
 from speclab.session.options import RunOptions
 
-from .options import metrics_settings
+from .options import cluster_settings, metrics_settings
 
 LAB_DEFAULT_DURATION_S = 24 * 3600.0
 DEFAULT_LAB = "default"
@@ -44,13 +44,13 @@ def run_options(scenario: str, opts: dict[str, Any], *, lab: str | None = None) 
         rate=opts.get("rate"),
         concurrency=opts.get("concurrency"),
         seed=opts.get("seed"),
-        workers=int(opts.get("workers") or 1),
         sequential=bool(opts.get("sequential")),
         variants=_variants(opts.get("variants")),
         force=bool(opts.get("force")),
         changes=tuple(opts.get("changes") or ()),
         time_scale=parse_time_scale(opts.get("time_scale")),
         **metrics_settings(opts),
+        **cluster_settings(opts),
     )
 
 
@@ -147,7 +147,7 @@ def run_accept(lab_name: str, opts: dict[str, Any]) -> int:
         lab=lab_name, gates_file=opts.get("gates_file"), profile=opts.get("profile") or "quick", stages=stages,
         keep_going=bool(opts.get("keep_going")), report_dir=opts.get("report_dir"),
         record_path=opts.get("record_path"), engine=opts.get("engine") or "auto", force=bool(opts.get("force")),
-        seed=opts.get("seed"), time_scale=parse_time_scale(opts.get("time_scale")),
+        seed=opts.get("seed"), time_scale=parse_time_scale(opts.get("time_scale")), **cluster_settings(opts),
     )
     return int(asyncio.run(run_accept_stages(options)))
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from .base import _guard
-from .options import engine_option, metrics_options, metrics_settings
+from .options import cluster_options, cluster_settings, engine_option, metrics_options, metrics_settings
 
 
 @click.command()
@@ -36,6 +36,7 @@ from .options import engine_option, metrics_options, metrics_settings
 @click.option("--haproxy", "haproxy_bin", default=None, help="haproxy executable (default: haproxy on PATH)")
 @click.option("--force", is_flag=True, help="write over a previous drill's report")
 @metrics_options
+@cluster_options
 def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
     """Switch a canary tenant to the speculative pool behind HAProxy, roll back, measure the flip."""
     from speclab.headless.drill import drill_command
@@ -50,6 +51,7 @@ def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
             control_tenant=opts.get("control_tenant"), pool=opts.get("pool"), rate=opts.get("rate"),
             seed=opts.get("seed"), haproxy=opts.get("haproxy_bin"), force=bool(opts.get("force")),
             **metrics_settings(opts),
+            **cluster_settings(opts),
         )
         return int(asyncio.run(drill_command(options)))
 

@@ -13,7 +13,7 @@ import click
 from .base import DefaultGroup, _guard
 from .drill import drill
 from .gateway import gateway
-from .options import attach_options, engine_option, run_options, time_scale_option
+from .options import attach_options, cluster_options, engine_option, run_options, time_scale_option
 from .sweep import sweep
 
 
@@ -76,6 +76,7 @@ def run(scenario: str, **opts: Any) -> None:
 @click.option("--force", is_flag=True, help="run an unpaired or misaligned pair anyway (said in the report)")
 @click.option("--seed", type=int, default=None)
 @time_scale_option
+@cluster_options
 def accept(lab_name: str, **opts: Any) -> None:
     """Run the release gates for LAB in the checklist's order."""
     from speclab.cli.commands import run_accept

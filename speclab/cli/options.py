@@ -13,15 +13,16 @@ from speclab.servers.backends import AUTO, engine_choices, engine_request
 
 
 class WorkersType(click.ParamType):  # type: ignore[type-arg]
-    """``--workers N`` or ``--workers auto`` (what the host's cores allow, ``auto_workers``)."""
+    """``--workers N`` or ``--workers auto`` (what the host's cores allow, ``auto_workers``; on a
+    Ray cluster, one per CPU it has)."""
 
     name = "N|auto"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
         if isinstance(value, int):
             return value
-        if str(value).strip().lower() == "auto":
-            return auto_workers()
+        if str(value).strip().lower() == AUTO_WORKERS:
+            return AUTO_WORKERS  # resolved by cluster_settings: this host's share, or the cluster's CPUs
         try:
             return int(value)
         except ValueError:
@@ -29,6 +30,7 @@ class WorkersType(click.ParamType):  # type: ignore[type-arg]
 
 
 WORKERS = WorkersType()
+AUTO_WORKERS = "auto"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,8 +61,6 @@ def run_options(fn: F) -> F:
         click.option("--rate", type=float, default=None, help="open-loop requests/s"),
         click.option("--concurrency", type=int, default=None, help="closed loop: requests in flight"),
         click.option("--seed", type=int, default=None),
-        click.option("--workers", type=WORKERS, default="auto", show_default=True,
-                     help="load-generator processes (auto: half the cores, at least one)"),
         click.option("--sequential", is_flag=True, help="run variants one after another"),
         click.option("--variants", default=None, help="comma-separated subset of the lab's variants"),
         click.option("--force", is_flag=True, help="overwrite a recording; run an unpaired lab"),
@@ -69,7 +69,7 @@ def run_options(fn: F) -> F:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return time_scale_option(metrics_options(fn))
+    return time_scale_option(metrics_options(cluster_options(fn)))
 
 
 def time_scale_option(fn: F) -> F:
@@ -79,6 +79,32 @@ def time_scale_option(fn: F) -> F:
         help="run the simulators' modelled clock S (>= 1) times slower than wall time; auto: the smallest "
              "S this host keeps up at for the planned load (1 for light runs); figures stay in modelled time",
     )(fn)
+
+
+def cluster_options(fn: F) -> F:
+    """``--workers`` and ``--cluster``, one option object for run, lab, accept, sweep and drill."""
+    options = [
+        click.option("--workers", type=WORKERS, default="auto", show_default=True,
+                     help="load-generator workers (auto: half this host's cores, at least one; "
+                          "with --cluster, one per CPU of the cluster)"),
+        click.option("--cluster", default=None, metavar="ray://ADDRESS|auto",
+                     help="run the traffic workers as Ray actors on this cluster (needs speclab[ray])"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def cluster_settings(opts: dict[str, Any]) -> dict[str, Any]:
+    """The RunOptions fields ``cluster_options`` fill, ``cluster`` checked here, inside the command,
+    so a bad value is one line and exit 2; ``workers`` None (auto on a cluster) is one per CPU there."""
+    from speclab.traffic.cluster import check_cluster
+
+    cluster = check_cluster(opts.get("cluster"))
+    workers = opts.get("workers")
+    if workers is None or workers == AUTO_WORKERS:
+        return {"workers": None if cluster else auto_workers(), "cluster": cluster}
+    return {"workers": int(workers), "cluster": cluster}
 
 
 def metrics_options(fn: F) -> F:

@@ -19,7 +19,14 @@ from speclab.model.time_scale import parse_time_scale
 from speclab.servers.backends import EngineRequest
 
 from .base import _guard
-from .options import WORKERS, engine_option, metrics_options, metrics_settings, time_scale_option
+from .options import (
+    cluster_options,
+    cluster_settings,
+    engine_option,
+    metrics_options,
+    metrics_settings,
+    time_scale_option,
+)
 
 QUICK_K = "0,2,4"
 QUICK_CELL_S = 5.0
@@ -52,7 +59,8 @@ class SweepArgs:
     force: bool
     engine: EngineRequest
     seed: int | None
-    workers: int
+    workers: int | str | None
+    cluster: str | None
     app: bool
     time_scale: str = "auto"
     metrics_port: int | None = None
@@ -103,9 +111,9 @@ def sweep_setup(args: SweepArgs) -> Any:
     cell_s = args.cell_duration if args.cell_duration is not None else (QUICK_CELL_S if args.quick else DEFAULT_CELL_S)
     directory = args.report_dir or Path(f"sweep-{lab.name}")
     return SweepSetup(lab=lab, scenario=args.scenario, grid=grid, directory=directory, cell_s=cell_s,
-                      engine=args.engine, seed=args.seed, workers=args.workers, force=args.force, resume=args.resume,
+                      engine=args.engine, seed=args.seed, force=args.force, resume=args.resume,
                       confirm=args.confirm, time_scale=parse_time_scale(args.time_scale),
-                      **metrics_settings(asdict(args)))
+                      **metrics_settings(asdict(args)), **cluster_settings({"workers": args.workers, "cluster": args.cluster}))
 
 
 def run_sweep_command(args: SweepArgs) -> int:
@@ -164,8 +172,7 @@ def run_sweep_app(setup: Any) -> int:
 @click.option("--force", is_flag=True, help="start over in a directory that holds a sweep; run an unpaired lab")
 @engine_option()
 @click.option("--seed", type=int, default=None, help="the traffic's seed (default: the scenario's)")
-@click.option("--workers", type=WORKERS, default="auto", show_default=True,
-              help="load-generator processes (auto: half the cores, at least one)")
+@cluster_options
 @click.option("--app", is_flag=True, help="show the sweep in the terminal app: a heat map of speed-up per k x load")
 @time_scale_option
 @metrics_options

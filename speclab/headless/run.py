@@ -145,7 +145,8 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
         report = build_report(session.info, final, servers=session.servers(), command="run", events=events,
                               timeline=flag_trailing(timeline_rows(session.aggregator, final.saturated_intervals),
                                                      session.drift.trailing()),
-                              incomplete=session.traffic_errors(), extra=report_extra(session, code, reason))
+                              incomplete=session.traffic_errors(), extra=report_extra(session, code, reason),
+                              workers=session.worker_table.rows())
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
     if options.record_path is not None:

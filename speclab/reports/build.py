@@ -170,6 +170,7 @@ def build_report(
     events: Sequence[Event] | None = None,
     timeline: list[dict[str, Any]] | None = None,
     incomplete: Sequence[str] = (),
+    workers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON report of one run; ``extra`` adds sections (gates, memory, crosscheck, exit).
 
@@ -213,6 +214,7 @@ def build_report(
                 "loop_lag_max_ms": final.run_health.loop_lag_max_ms,
                 "cpu_percent": final.run_health.cpu_percent,
             },
+            **({"workers": workers} if workers is not None else {}),  # each traffic worker and its node
         },
         "variants": variants,
         "transitions": [t.as_dict() for t in final.transitions],

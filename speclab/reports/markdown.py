@@ -14,6 +14,7 @@ from speclab.model.names import Metric
 from speclab.model.snapshot import ALL_CLASSES
 
 from .build import SPLIT_PARTS, epoch_rows
+from .workers_md import workers_markdown
 
 
 def _fmt(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
@@ -62,6 +63,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"Exit: {report['exit']['code']} {report['exit']['reason']}")
     lines += _epochs_markdown(report)
     lines += _accounting_markdown(report)
+    lines += workers_markdown(report)
     lines.append("")
     lines.append("## Headline metrics (corrected latency, per class and variant)")
     lines.append("")

@@ -69,6 +69,8 @@ class AcceptOptions:
     engine: EngineRequest = AUTO
     force: bool = False
     seed: int | None = None
+    workers: int | None = 1  # None: one per CPU of the cluster
+    cluster: str | None = None  # --cluster: the load stages' traffic workers on this Ray cluster
     overrides: dict[str, Any] | None = None  # per-stage gate overrides, e.g. {"equivalence": {"samples": 50}}
     time_scale: float | None = None  # --time-scale S; None: auto, for the heaviest load stage
 
@@ -105,7 +107,7 @@ class _Run:
             lab=self.lab, profile=self.profile, engine=self.engine,
             seed=options.seed if options.seed is not None else canary.seed, force=options.force,
             golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
-            record_path=options.record_path, pair=self.pair,
+            record_path=options.record_path, pair=self.pair, workers=options.workers, cluster=options.cluster,
         )
         self.ctx.time_scale = self._time_scale()
         if options.report_dir is not None:

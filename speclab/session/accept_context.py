@@ -85,6 +85,8 @@ class AcceptContext:
     pair: dict[str, Any] = field(default_factory=dict)
     stage_records: list[RequestRecord] = field(default_factory=list)  # what the running stage sent or reused
     time_scale: TimeScale = field(default_factory=TimeScale)  # the simulators' S (records are modelled)
+    workers: int | None = 1  # the load stages' traffic workers (None: one per CPU of the cluster)
+    cluster: str | None = None  # --cluster: where those workers run
     _http: aiohttp.ClientSession | None = None
 
     @property

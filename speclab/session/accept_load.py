@@ -28,7 +28,7 @@ from speclab.model.records import RequestRecord
 from speclab.model.snapshot import Snapshot
 from speclab.recording.guarded import GuardedWriter
 from speclab.recording.writer import RecordingWriter
-from speclab.traffic.runner import TrafficRunner
+from speclab.traffic.cluster import make_runner
 from speclab.traffic.schedule import Plan, build_plan
 from speclab.traffic.wall_plan import wall_plan
 
@@ -56,8 +56,8 @@ async def measure(
             recorder.write_records(records)
 
     run_start = time.monotonic()
-    runner = TrafficRunner(wall_plan(plan, scale.s), ctx.targets, workers=1, run_start=run_start,
-                           on_records=on_records, health_interval_s=scale.to_wall(INTERVAL_S))
+    runner = make_runner(wall_plan(plan, scale.s), ctx.targets, cluster=ctx.cluster, workers=ctx.workers,
+                         run_start=run_start, on_records=on_records, health_interval_s=scale.to_wall(INTERVAL_S))
     try:
         await runner.start()
         summary = await runner.finished

@@ -32,6 +32,7 @@ from speclab.servers.argv import Engine
 from speclab.servers.engine import select_engine
 from speclab.servers.pairing import pair_info, require_pairing
 from speclab.traffic.client import Target
+from speclab.traffic.cluster import make_runner
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
 
 from .api import ServerView
@@ -127,8 +128,8 @@ class _Drill:
         baseline = self.gw.servers[plan.routing.baseline]
         target = Target(variant="gateway", base_url=state.url, model=baseline.model_name or "",
                         headers=dict(baseline.headers))
-        self.runner = TrafficRunner(plan.plan, {"gateway": target}, workers=1, run_start=self.run_start,
-                                    on_records=self.on_records)
+        self.runner = make_runner(plan.plan, {"gateway": target}, cluster=plan.cluster, workers=plan.workers,
+                                  run_start=self.run_start, on_records=self.on_records)
         await self.runner.start()
         self.outcome.traffic_start = self.runner.traffic_start or self.now()
         if self.metrics is not None:

@@ -48,6 +48,8 @@ class DrillOptions:
     metrics_port: int | None = None  # --metrics-port: speclab's own series per backend during the drill
     metrics_host: str = "127.0.0.1"
     metrics_hold_s: float = 0.0
+    workers: int | None = 1  # None: one per CPU of the cluster
+    cluster: str | None = None  # --cluster: the drill's traffic workers on this Ray cluster
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class DrillPlan:
     triggers: tuple[Trigger, ...]
     trigger_intervals: int
     report_dir: Path
+    workers: int | None = 1
+    cluster: str | None = None
 
     @property
     def speculative(self) -> tuple[str, ...]:
@@ -137,4 +141,5 @@ def resolve(options: DrillOptions) -> DrillPlan:
         raise InputError(f"drill: {report_dir}/report.json exists; use another --report directory or --force")
     return DrillPlan(lab=lab, scenario=scenario, plan=plan, routing=routing, canary=canary, control=control,
                      pool=pool, duration_s=duration, switch_at=switch, rollback_at=rollback, triggers=triggers,
-                     trigger_intervals=options.trigger_intervals, report_dir=report_dir)
+                     trigger_intervals=options.trigger_intervals, report_dir=report_dir,
+                     workers=options.workers, cluster=options.cluster)

@@ -40,6 +40,7 @@ from speclab.servers.engine import EngineChoice, select_engine
 from speclab.servers.manager import RunningServer, ServerManager, attach, parse_attach, probe_attached
 from speclab.servers.memory import GpuMemory, gpu_memory
 from speclab.servers.pairing import pair_info, require_pairing
+from speclab.traffic.cluster import make_runner
 from speclab.traffic.health import WorkerHealth
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
 from speclab.traffic.schedule import Plan, build_plan
@@ -49,6 +50,7 @@ from .api import ServerView, SessionInfo
 from .options import RunOptions, load_lab_for, load_scenario, parse_headers
 from .relaunch import ScheduledChange, check_changes, parse_change, relaunch_variant, run_changes, target_for
 from .time_scale import refuse_for_real_engine, resolve_time_scale
+from .worker_table import WorkerTable
 
 LAB_RETAIN_INTERVALS = 600
 BACKLOG_LIMIT = 8
@@ -172,6 +174,7 @@ class LiveSession:
         self._finish_task: asyncio.Future[None] | None = None
         self._status = "complete"
         self._health: dict[int, WorkerHealth] = {}
+        self.worker_table = WorkerTable()  # each worker's health over the run (measurement.workers)
         self.scrapers: dict[str, MetricsScraper] = {}
         self.drift = DriftJudge()  # the simulators' own clock, judged per interval
         self._down: set[str] = set()
@@ -244,10 +247,10 @@ class LiveSession:
                                                  names=server.backend.prometheus)
             await self.scrapers[name].scrape(self.http, self.now())  # baseline: deltas start here
         targets = {name: target_for(s, 1) for name, s in self.servers_running.items()}
-        self.runner = TrafficRunner(wall_plan(self.plan, self.time_scale.s), targets, workers=self.options.workers,
-                                    sequential=self.options.sequential, run_start=self.run_start,
-                                    on_records=self._on_records, on_health=self._on_health,
-                                    health_interval_s=self.time_scale.to_wall(INTERVAL_S))
+        self.runner = make_runner(wall_plan(self.plan, self.time_scale.s), targets, cluster=self.options.cluster,
+                                  workers=self.options.workers, sequential=self.options.sequential,
+                                  run_start=self.run_start, on_records=self._on_records, on_health=self._on_health,
+                                  health_interval_s=self.time_scale.to_wall(INTERVAL_S))
         with real_stdio():
             await self.runner.start()
         self._tasks = [asyncio.create_task(self._pump(), name="speclab-pump"),
@@ -297,6 +300,7 @@ class LiveSession:
     def _on_health(self, health: WorkerHealth) -> None:
         """Fold the workers' reports for one interval into the client's health for that interval."""
         self._health[health.worker] = health
+        self.worker_table.add(health)
         reports = [h for h in self._health.values() if h.interval == health.interval]
         saturated = [h for h in reports if h.saturated]
         self.aggregator.set_health(ClientHealth(

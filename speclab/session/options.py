@@ -31,7 +31,8 @@ class RunOptions:
     rate: float | None = None
     concurrency: int | None = None
     seed: int | None = None
-    workers: int = 1
+    workers: int | None = 1  # None: one per core (locally) or per CPU of the cluster
+    cluster: str | None = None  # --cluster ray://ADDRESS|auto: traffic workers as Ray actors
     sequential: bool = False
     variants: tuple[str, ...] | None = None
     force: bool = False

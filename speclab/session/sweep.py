@@ -70,7 +70,8 @@ class SweepSetup:
     cell_s: float  # measured seconds per cell, after the warm-up
     engine: EngineRequest = AUTO
     seed: int | None = None
-    workers: int = 1
+    workers: int | None = 1
+    cluster: str | None = None  # --cluster: every cell's traffic workers on this Ray cluster
     force: bool = False
     resume: bool = False
     confirm: bool = True
@@ -298,7 +299,7 @@ class SweepDriver:
         if record.exists():
             shutil.rmtree(record)  # an unfinished or failed earlier attempt at this cell
         options = RunOptions(scenario=self.setup.scenario, engine=setup.engine, record_path=record,
-                             seed=setup.seed, workers=setup.workers, variants=(variant,), force=setup.force,
+                             seed=setup.seed, workers=setup.workers, cluster=setup.cluster, variants=(variant,), force=setup.force,
                              drain_timeout_s=setup.drain_timeout_s, time_scale=self.time_scale)
         session = LiveSession(options, plan=self._traffic_plan(plan), lab=lab, metrics=self.metrics)
         if self.metrics is not None:

@@ -44,6 +44,9 @@ class WorkerHealth:
     cpu_percent: float
     saturated: bool
     reason: str = ""
+    node: str = ""  # where the worker ran (a cluster node; "" for a local worker)
+    clock_offset_ms: float = 0.0  # its clock minus the coordinator's (cluster workers)
+    clock_bound_ms: float = 0.0  # how far that offset may be wrong (0: the same clock)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -272,14 +272,18 @@ class TrafficRunner:
             what = f"a batch of {len(item)} records was dropped" if isinstance(item, list) else "a health report was dropped"
             self._summary.errors.append(f"{what}: consumer callback failed: {type(error).__name__}: {error}")
 
-    def _worker_ended(self, w: int) -> None:
-        loop = asyncio.get_running_loop()
+    def _close_channel(self, w: int) -> None:
+        """Stop listening to worker ``w`` (its pipes here; a cluster actor's pull loop there)."""
         with contextlib.suppress(Exception):
-            loop.remove_reader(self._data[w].fileno())
+            asyncio.get_running_loop().remove_reader(self._data[w].fileno())
         with contextlib.suppress(OSError):
             self._data[w].close()
         with contextlib.suppress(OSError):
             self._ctrl[w].close()
+
+    def _worker_ended(self, w: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._close_channel(w)
         self._alive.discard(w)
         if w not in self._ready:
             self._summary.errors.append(f"traffic worker {w} exited before it was ready")
@@ -290,12 +294,17 @@ class TrafficRunner:
         if not self._alive and self._finishing is None:
             self._finishing = loop.create_task(self._finish())
 
+    async def _reap(self, w: int) -> str:
+        """Wait for worker ``w`` to be gone; how it ended, for an error line."""
+        proc = self._procs[w]
+        await asyncio.get_running_loop().run_in_executor(None, proc.join, 5.0)
+        return f"exit code {proc.exitcode}"
+
     async def _finish(self) -> None:
-        loop = asyncio.get_running_loop()
-        for w, proc in enumerate(self._procs):
-            await loop.run_in_executor(None, proc.join, 5.0)
+        for w in range(len(self._procs)):
+            how = await self._reap(w)
             if w not in self._reported:
-                self._summary.errors.append(f"traffic worker {w} ended without a summary (exit code {proc.exitcode})")
+                self._summary.errors.append(f"traffic worker {w} ended without a summary ({how})")
         self._summary.issued = self.issued()
         self._queue.put_nowait(_END)
         if not self.finished.done():

@@ -12,7 +12,9 @@ import contextlib
 import queue
 import signal
 import threading
+import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -65,6 +67,20 @@ class _Sender:
             self._conn.close()
 
 
+def make_engine(
+    config: WorkerConfig, emit: Callable[[tuple[str, Any]], None],
+    phase_gate: Callable[[int], Awaitable[float]], clock: Callable[[], float] = time.monotonic,
+) -> TrafficEngine:
+    """The worker's engine, built one way for a local process and a cluster actor alike: what it
+    emits is what either ships to the parent."""
+    return TrafficEngine(
+        config.plan, config.targets, run_start=config.run_start, emit=emit,
+        worker=config.worker, workers=config.workers, sequential=config.sequential,
+        batch_size=config.batch_size, connector_limit=config.connector_limit, phase_gate=phase_gate, clock=clock,
+        health_interval_s=config.health_interval_s,
+    )
+
+
 def worker_main(config: WorkerConfig, ctrl: Connection, data: Connection) -> None:
     """Process entry point (multiprocessing spawn). SIGINT is the parent's to handle: it arrived
     blocked (``runner.start_without_sigint``) and is ignored from here on."""
@@ -101,17 +117,12 @@ async def _amain(config: WorkerConfig, ctrl: Connection, sender: _Sender) -> Any
     async def gate(phase: int) -> float:
         return await phase_future(phase)
 
-    engine = TrafficEngine(
-        config.plan, config.targets, run_start=config.run_start, emit=sender.put,
-        worker=config.worker, workers=config.workers, sequential=config.sequential,
-        batch_size=config.batch_size, connector_limit=config.connector_limit, phase_gate=gate,
-        health_interval_s=config.health_interval_s,
-    )
+    engine = make_engine(config, sender.put, gate)
 
     def on_control() -> None:
         try:
             while ctrl.poll():
-                _dispatch(engine, ctrl.recv(), phase_future)
+                dispatch(engine, ctrl.recv(), phase_future)
         except (EOFError, OSError):
             loop.remove_reader(ctrl.fileno())
             engine.stop(0.0)  # the parent is gone
@@ -125,7 +136,7 @@ async def _amain(config: WorkerConfig, ctrl: Connection, sender: _Sender) -> Any
             loop.remove_reader(ctrl.fileno())
 
 
-def _dispatch(engine: TrafficEngine, message: tuple[Any, ...], phase_future: Any) -> None:
+def dispatch(engine: TrafficEngine, message: tuple[Any, ...], phase_future: Any) -> None:
     kind = message[0]
     if kind == "begin":
         engine.begin(message[1])

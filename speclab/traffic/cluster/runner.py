@@ -1,0 +1,254 @@
+"""``RayTrafficRunner``: the traffic runner with its workers as Ray actors across a cluster.
+
+The coordinator (this process) keeps everything a local runner keeps (the plan, the common start,
+the phases, the accounting of requests begun) and changes only where the workers live: one actor
+per CPU bundle of a SPREAD placement group, each given the same ``WorkerConfig`` (its slice of the
+plan, absolute intended times on the coordinator's clock) and a clock offset measured by
+``clock.estimate`` before the start and again every few seconds. Each worker's messages come back
+through ``TrafficActor.pull`` and enter the same handler as a local worker's; a health report
+gains the worker's node and clock bound on the way. An actor that dies ends like a dead process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from speclab.model import limits as L
+from speclab.model.errors import InputError
+from speclab.model.limits import check_option
+
+from ..runner import READY_TIMEOUT_S, TrafficRunner
+from ..worker import WorkerConfig
+from .actor import TrafficActor
+from .clock import PROBES, ClockOffset, Probe, annotate, discipline, estimate
+
+START_DELAY_S = 0.5  # a control message crosses the cluster in milliseconds; the start waits longer
+PULL_WAIT_S = 0.5
+CLOCK_RESYNC_S = 2.0
+PLACEMENT_TIMEOUT_S = 60.0
+CONNECT_ATTEMPTS = 3
+
+
+class RayTrafficRunner(TrafficRunner):
+    """``workers=None`` places one worker per CPU the cluster has."""
+
+    def __init__(self, *args: Any, cluster: str, workers: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, workers=workers or 1, **kwargs)
+        self.cluster = cluster
+        self._auto_workers = workers is None
+        self._ray: Any = None
+        self._pg: Any = None
+        self.nodes: dict[int, dict[str, Any]] = {}  # worker -> where it runs (TrafficActor.describe)
+        self.clocks: dict[int, ClockOffset] = {}  # worker -> its clock's offset and error bound
+        self._applied: dict[int, float] = {}  # worker -> the offset it runs on
+        self._pullers: dict[int, asyncio.Task[None]] = {}
+        self._deaths: dict[int, str] = {}
+        self._clock_task: asyncio.Task[None] | None = None
+
+    def node_label(self, w: int) -> str:
+        node = self.nodes.get(w) or {}
+        return f"{node.get('ip', '?')}/{str(node.get('node_id', '?'))[:8]}"
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        _ = self.finished
+        self._ray = await loop.run_in_executor(None, connect, self.cluster)
+        try:
+            await self._place_workers()
+            await asyncio.gather(*(self._sync_clock(w) for w in range(self.workers)))
+            targets = list(self.targets.values())
+            for w, actor in enumerate(self._procs):
+                config = WorkerConfig(
+                    plan=self.plan, targets=targets, worker=w, workers=self.workers, sequential=self.sequential,
+                    run_start=self.run_start, batch_size=self._batch_size, connector_limit=self._connector_limit,
+                    health_interval_s=self._health_interval_s,
+                )
+                await actor.start.remote(config)
+                self._alive.add(w)
+                self._pullers[w] = loop.create_task(self._pull_loop(w), name=f"speclab-ray-pull-{w}")
+            await asyncio.wait_for(self._ready_event.wait(), READY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            await self._abort()
+            raise InputError(f"--cluster {self.cluster}: traffic workers did not start within {READY_TIMEOUT_S:g} s") from None
+        except BaseException:
+            await self._abort()
+            raise
+        if len(self._alive) < self.workers:
+            errors = "; ".join(self._summary.errors)
+            await self._abort()
+            raise InputError(f"--cluster {self.cluster}: traffic workers failed to start: {errors}")
+        self.traffic_start = self.now() + START_DELAY_S
+        self._summary.traffic_start = self.traffic_start
+        self._broadcast(("begin", self.traffic_start))
+        self._clock_task = loop.create_task(self._clock_loop(), name="speclab-ray-clock")
+
+    async def _place_workers(self) -> None:
+        ray = self._ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if self._auto_workers:
+            self.workers = max(1, cpus)
+        check_option("--workers", self.workers, 1, L.MAX_WORKERS)
+        self._summary.workers = self.workers
+        addresses = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in ray.nodes() if n.get("Alive")}
+        check_reachable(self.targets.values(), list(addresses.values()))
+        self._pg = placement_group([{"CPU": 1}] * self.workers, strategy="SPREAD", name="speclab-traffic")
+        try:
+            await asyncio.wait_for(self._pg.ready(), PLACEMENT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise InputError(f"--cluster {self.cluster}: no room for {self.workers} traffic workers of one CPU each "
+                             f"within {PLACEMENT_TIMEOUT_S:g} s (the cluster has {cpus} CPUs)") from None
+        remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(TrafficActor)
+        for w in range(self.workers):
+            strategy = PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=w)
+            self._procs.append(remote.options(scheduling_strategy=strategy, name=None).remote())
+        described = await asyncio.gather(*(actor.describe.remote() for actor in self._procs))
+        self.nodes = {w: {**d, "ip": addresses.get(d["node_id"], "?")} for w, d in enumerate(described)}
+
+    # ---- clocks ----------------------------------------------------------------------------
+
+    async def _probe(self, w: int) -> ClockOffset:
+        actor, probes = self._procs[w], []
+        for _ in range(PROBES):
+            sent = time.monotonic()
+            remote = await actor.clock.remote()
+            probes.append(Probe(sent, remote, time.monotonic()))
+        return estimate(probes)
+
+    async def _sync_clock(self, w: int) -> None:
+        measured = await self._probe(w)
+        applied = discipline(self._applied.get(w), measured)
+        if applied != self._applied.get(w):
+            await self._procs[w].set_offset.remote(applied)
+            self._applied[w] = applied
+        # The worker's clock is off by its applied offset's distance from the truth, at most this:
+        self.clocks[w] = ClockOffset(measured.offset, abs(applied - measured.offset) + measured.bound)
+
+    async def _clock_loop(self) -> None:
+        while self._alive:
+            await asyncio.sleep(CLOCK_RESYNC_S)
+            alive = sorted(self._alive)
+            await asyncio.gather(*(self._sync_clock(w) for w in alive), return_exceptions=True)
+
+    # ---- plumbing --------------------------------------------------------------------------
+
+    def _broadcast(self, message: tuple[Any, ...]) -> None:
+        for w in sorted(self._alive):
+            self._procs[w].control.remote(message)
+
+    async def _pull_loop(self, w: int) -> None:
+        actor = self._procs[w]
+        try:
+            while True:
+                batch, ended = await actor.pull.remote(PULL_WAIT_S)
+                for kind, payload in batch:
+                    if kind == "health":
+                        payload = annotate(payload, self.node_label(w), self.clocks.get(w))
+                    self._handle(w, (kind, payload))
+                if ended:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # RayActorError and kin: the actor or its node is gone
+            self._deaths[w] = f"the Ray actor on node {self.node_label(w)} died: {type(error).__name__}: {_first_line(error)}"
+        self._worker_ended(w)
+
+    def _close_channel(self, w: int) -> None:
+        task = self._pullers.get(w)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def _reap(self, w: int) -> str:
+        return self._deaths.get(w, f"on node {self.node_label(w)}")
+
+    async def _finish(self) -> None:
+        if self._clock_task is not None:
+            self._clock_task.cancel()
+        await super()._finish()
+        await asyncio.get_running_loop().run_in_executor(None, self._release)
+
+    async def _kill_all(self) -> None:
+        for actor in self._procs:
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor, no_restart=True)
+        for w in list(self._alive):
+            self._worker_ended(w)
+        if not self._alive and self._finishing is None:
+            await asyncio.get_running_loop().run_in_executor(None, self._release)
+            if not self.finished.done():
+                self.finished.set_result(self._summary)
+
+    async def _abort(self) -> None:
+        """A start that failed: kill what was placed and wait until the cluster is given back."""
+        await self._kill_all()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.finished), 15.0)
+        await asyncio.get_running_loop().run_in_executor(None, self._release)
+
+    def _release(self) -> None:
+        """Give the cluster back: the workers, their placement group, the connection."""
+        ray, self._ray = self._ray, None
+        if ray is None:
+            return
+        for actor in self._procs:
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+        if self._pg is not None:
+            with contextlib.suppress(Exception):
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(self._pg)
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+
+
+def connect(cluster: str) -> Any:
+    """``ray.init`` on the named cluster (``ray://HOST:PORT`` through Ray Client, or ``auto``)."""
+    import ray
+
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            ray.init(address=cluster, logging_level=logging.WARNING, log_to_driver=False, namespace="speclab",
+                     configure_logging=False)
+            return ray
+        except ConnectionError as error:  # the head may still be starting its client server
+            if attempt + 1 == CONNECT_ATTEMPTS:
+                raise InputError(f"--cluster {cluster}: cannot connect: {_first_line(error)}") from None
+        except Exception as error:
+            raise InputError(f"--cluster {cluster}: cannot connect: {_first_line(error)}") from None
+    return ray
+
+
+def check_reachable(targets: Any, node_ips: list[str]) -> None:
+    """A loopback target (a server speclab started on this host) reaches workers on this host
+    only; with a node elsewhere, say so before any request goes astray."""
+    local = _local_addresses()
+    remote = sorted({ip for ip in node_ips if ip and ip not in local})
+    if not remote:
+        return
+    for target in targets:
+        host = urlsplit(target.base_url).hostname or ""
+        with contextlib.suppress(ValueError):
+            if host == "localhost" or ipaddress.ip_address(host).is_loopback:
+                raise InputError(f"--cluster: {target.variant} is served at {target.base_url}, which workers on "
+                                 f"{', '.join(remote)} cannot reach; --attach a URL the cluster can reach")
+
+
+def _local_addresses() -> set[str]:
+    import psutil
+
+    return {a.address for addrs in psutil.net_if_addrs().values() for a in addrs} | {"127.0.0.1"}
+
+
+def _first_line(error: BaseException) -> str:
+    """The error on one line (Ray's messages run over several; the first two say what happened)."""
+    text = " ".join(line.strip() for line in str(error).strip().splitlines()[:2] if line.strip())
+    return text[:300] or type(error).__name__

@@ -1,0 +1,115 @@
+"""A real two-node Ray cluster on 127.0.0.1 for the tests: a head and a second node.
+
+Each node is ``ray start --block`` in a session of its own, so everything it starts (GCS, raylet,
+workers) is found again by that session id and ended by process id, never by name: ``ray stop``
+would stop every Ray on the machine. The temp dir is unique and short (Ray's socket paths must
+fit in 107 bytes). Readiness is the node's own "Ray runtime started" line, not a sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+START_TIMEOUT_S = 90.0
+READY_LINE = "Ray runtime started"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RayNode:
+    proc: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+
+    def read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip())
+            if READY_LINE in line:
+                self.ready.set()
+        self.ready.set()  # ended: wait() sees it and reports the exit
+
+    def wait(self, what: str) -> None:
+        if not self.ready.wait(START_TIMEOUT_S) or self.proc.poll() is not None:
+            tail = "\n".join(self.lines[-15:])
+            raise RuntimeError(f"the Ray {what} did not start:\n{tail}")
+
+
+@dataclass
+class RayCluster:
+    address: str  # ray://127.0.0.1:PORT (Ray Client)
+    gcs: str
+    temp_dir: Path
+    nodes: list[RayNode] = field(default_factory=list)
+
+    def start_node(self, *args: str, what: str) -> None:
+        ray = str(Path(sys.executable).parent / "ray")
+        proc = subprocess.Popen(
+            [ray, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+             "--object-store-memory=80000000", "--disable-usage-stats", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        )
+        node = RayNode(proc)
+        self.nodes.append(node)
+        threading.Thread(target=node.read, daemon=True).start()
+        node.wait(what)
+
+    def stop(self) -> None:
+        """End every process each node's session started: SIGTERM (``--block`` stops its own),
+        then SIGKILL for whatever is left, all by process id."""
+        sessions = {n.proc.pid for n in self.nodes}
+        for node in reversed(self.nodes):
+            with contextlib.suppress(ProcessLookupError):
+                node.proc.send_signal(signal.SIGTERM)
+        for node in reversed(self.nodes):
+            try:
+                node.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(10)
+        leftovers = [p for p in psutil.process_iter(["pid"]) if _in_sessions(p, sessions, self.temp_dir)]
+        for proc in leftovers:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(leftovers, timeout=10)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _in_sessions(proc: psutil.Process, sessions: set[int], temp_dir: Path) -> bool:
+    with contextlib.suppress(psutil.Error):
+        if os.getsid(proc.pid) in sessions:
+            return True
+        return any(str(temp_dir) in part for part in proc.cmdline())
+    return False
+
+
+def start_cluster() -> RayCluster:
+    gcs_port, client_port = free_port(), free_port()
+    temp_dir = Path(tempfile.mkdtemp(prefix="sr-", dir="/tmp"))
+    cluster = RayCluster(address=f"ray://127.0.0.1:{client_port}", gcs=f"127.0.0.1:{gcs_port}", temp_dir=temp_dir)
+    try:
+        cluster.start_node("--head", f"--port={gcs_port}", f"--ray-client-server-port={client_port}",
+                           f"--temp-dir={temp_dir}", "--include-dashboard=false", what="head")
+        cluster.start_node(f"--address={cluster.gcs}", what="second node")
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
