@@ -25,7 +25,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 KEYS = (
     "model_tag", "model", "revision", "tokenizer", "served_model_name", "host", "port", "seed",
-    "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
+    "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "enable_chunked_prefill", "async_scheduling", "scheduling_policy",
     "stream_interval", "speculative_config", "enable_per_request_metrics",
     "per_request_spec_decode_metrics", "enable_force_include_usage",

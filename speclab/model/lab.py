@@ -117,6 +117,9 @@ class _Settings(_Strict):
 
 class ServerDefaults(_Settings):
     tensor_parallel_size: int = Field(default=1, ge=1, le=L.MAX_TENSOR_PARALLEL)
+    # Multi-node vLLM: pipeline stages over a Ray cluster (--distributed-executor-backend ray)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=L.MAX_TENSOR_PARALLEL)
+    distributed_executor_backend: Literal["ray", "mp"] | None = None
     topology: Topology = "separate"
     gpus: list[Annotated[int, Field(ge=0, le=L.MAX_GPU_INDEX)]] | None = None
     sim_gpu: str = "H100"
@@ -160,6 +163,8 @@ class Effective(BaseModel):
     tensor_parallel_size: int
     seed: int
     gpus: tuple[int, ...]
+    pipeline_parallel_size: int = 1
+    distributed_executor_backend: str | None = None
     sim_gpu: str
     extra_args: tuple[str, ...]
     env: dict[str, str]
@@ -205,8 +210,13 @@ class Lab(_Strict):
         return self
 
     def _check_gpus(self) -> None:
-        tp = self.server.tensor_parallel_size
+        tp = self.server.tensor_parallel_size * self.server.pipeline_parallel_size  # GPUs per server
         gpus = self.server.gpus
+        if self.server.distributed_executor_backend == "ray":
+            if gpus is not None:
+                raise ValueError("server.gpus: with distributed_executor_backend 'ray' the Ray cluster places "
+                                 "each server's GPUs across its nodes; leave server.gpus unset")
+            return
         if self.server.topology == "separate":
             if gpus is not None and len(gpus) < tp * len(self.variants):
                 raise ValueError(
@@ -251,13 +261,14 @@ class Lab(_Strict):
         s = self.server
         index = self.variant_names.index(name)
         tp = s.tensor_parallel_size
+        per = tp * s.pipeline_parallel_size  # GPUs one server uses
         gmu: float | None
         if s.topology == "shared":
-            gpus = tuple((s.gpus or list(range(tp)))[:tp])
+            gpus = tuple((s.gpus or list(range(per)))[:per])
             gmu = v.gpu_memory_utilization if v.gpu_memory_utilization is not None else self._shared_share()
         else:
-            pool = s.gpus or list(range(tp * len(self.variants)))
-            gpus = tuple(pool[index * tp : (index + 1) * tp])
+            pool = s.gpus or list(range(per * len(self.variants)))
+            gpus = tuple(pool[index * per : (index + 1) * per])
             gmu = v.gpu_memory_utilization if v.gpu_memory_utilization is not None else s.gpu_memory_utilization
 
         def pick(key: str) -> Any:
@@ -278,7 +289,9 @@ class Lab(_Strict):
             stream_interval=pick("stream_interval"),
             tensor_parallel_size=tp,
             seed=s.seed,
-            gpus=gpus,
+            gpus=() if s.distributed_executor_backend == "ray" else gpus,  # the Ray cluster places them
+            pipeline_parallel_size=s.pipeline_parallel_size,
+            distributed_executor_backend=s.distributed_executor_backend,
             sim_gpu=s.sim_gpu,
             extra_args=(*s.extra_args, *v.extra_args),
             env={**s.env, **v.env},

@@ -30,6 +30,8 @@ EMITTED: Final[dict[str, bool]] = {
     "--gpu-memory-utilization": True,
     "--max-model-len": True,
     "--tensor-parallel-size": True,
+    "--pipeline-parallel-size": True,
+    "--distributed-executor-backend": True,
     "--host": True,
     "--port": True,
     "--seed": True,

@@ -56,6 +56,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.92
     max_model_len: int | None = None
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1  # stages on other nodes: the layers split, a hop per boundary
     seed: int = 0
     gpu: str = "H100"  # step-time profile name
     gpu_profile: GpuProfile | None = None  # a loaded profile file; overrides ``gpu``

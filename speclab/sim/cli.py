@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     p.add_argument("--max-model-len", type=_human_int, default=None)
     p.add_argument("--tensor-parallel-size", "-tp", type=_positive_int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=_positive_int, default=1)
+    # How vLLM places its workers (Ray across nodes, or local processes): no modelled time of its own.
+    p.add_argument("--distributed-executor-backend", choices=("ray", "mp", "uni", "external_launcher"), default=None)
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--seed", type=int, default=0)
@@ -220,6 +223,7 @@ def parse_args(argv: list[str]) -> ServerArgs:
         gpu_memory_utilization=ns.gpu_memory_utilization,
         max_model_len=None if ns.max_model_len in (None, -1) else ns.max_model_len,
         tensor_parallel_size=ns.tensor_parallel_size,
+        pipeline_parallel_size=ns.pipeline_parallel_size,
         seed=ns.seed,
         gpu=profile.name if profile else ns.sim_gpu,
         gpu_profile=profile,
@@ -232,6 +236,8 @@ def parse_args(argv: list[str]) -> ServerArgs:
     if not api_keys and os.environ.get("VLLM_API_KEY"):
         api_keys = [os.environ["VLLM_API_KEY"]]
     not_modelled = [flag for flag in OTHER_KNOWN if getattr(ns, _not_modelled_dest(flag), None) is not None]
+    if ns.distributed_executor_backend is not None:  # TP x PP is modelled; where vLLM puts the workers is not
+        not_modelled.append("--distributed-executor-backend")
     return ServerArgs(
         engine=engine,
         host=ns.host,

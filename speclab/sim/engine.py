@@ -98,11 +98,11 @@ class SimEngine:
                 "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
                 "max_num_batched_tokens or decrease max_model_len.")
         shape = MODEL_SHAPES[config.model]
-        tp = config.tensor_parallel_size
-        self.memory: MemoryFacts = plan_memory(gpu, config.model, shape, draft_shape, tp,
+        tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
+        self.memory: MemoryFacts = plan_memory(gpu, config.model, shape, draft_shape, tp * pp,
                                                config.gpu_memory_utilization, config.max_num_batched_tokens,
                                                self.max_model_len)
-        self.timer = StepTimeModel(gpu, shape, draft_shape, tp, head=head)
+        self.timer = StepTimeModel(gpu, shape, draft_shape, tp, head=head, pp=pp)
         self.scheduler = Scheduler(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             chunked_prefill=config.enable_chunked_prefill, kv_tokens=self.memory.kv_cache_tokens,

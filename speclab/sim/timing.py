@@ -8,7 +8,12 @@ the scheduler overhead. On the published H100 fit the sum reproduces vLLM's step
 verify costs ~1.5x a decode at batch 64 rather than nothing. Drafting adds the passes it takes: a
 draft model's k sequential passes (each with a fixed cost that grows with the draft's depth),
 an EAGLE head's k passes, or n-gram lookup at a small share of the verify pass. Tensor
-parallelism divides the weights, FLOPs and KV and adds two all-reduces per layer.
+parallelism divides the weights, FLOPs and KV and adds two all-reduces per layer. Pipeline
+parallelism (stages on other nodes) splits the layers: one batch still passes every layer in
+turn, so its compute is unchanged, and each of the ``pp - 1`` stage boundaries adds a hop that
+sends the batch's activations between nodes. Overlapping several batches across stages is not
+modelled (the simulator runs one step at a time), so PP shows its memory relief and its cost,
+not the throughput a full pipeline can reach.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from dataclasses import dataclass
 
 from .hardware import GpuProfile
 from .shapes import ModelShape
+
+# One pipeline hop between nodes: a 400 Gb/s NIC per GPU (InfiniBand NDR / RoCE), its send latency.
+PP_LINK_BANDWIDTH = 50e9  # bytes/s
+PP_HOP_LATENCY_S = 20e-6
 
 
 @dataclass(slots=True)
@@ -42,8 +51,9 @@ def attention_pairs(new_tokens: int, cached: int) -> int:
 class PassCost:
     """The time of one forward pass of ``shape`` on ``tp`` GPUs of ``gpu``."""
 
-    def __init__(self, gpu: GpuProfile, shape: ModelShape, tp: int, pass_s: float, layer_s: float) -> None:
-        self.gpu, self.shape, self.tp = gpu, shape, tp
+    def __init__(self, gpu: GpuProfile, shape: ModelShape, tp: int, pass_s: float, layer_s: float,
+                 pp: int = 1) -> None:
+        self.gpu, self.shape, self.tp, self.pp = gpu, shape, tp, pp
         self.fixed_s = (pass_s + shape.num_layers * layer_s
                         + shape.streamed_bytes / (tp * gpu.hbm_bandwidth * gpu.weight_efficiency))
         self.flops_per_s = tp * gpu.peak_flops * gpu.flops_efficiency
@@ -59,11 +69,21 @@ class PassCost:
         return (2 * self.shape.matmul_parameters * tokens + self.pair_flops * pairs) / self.flops_per_s
 
     def comm(self, tokens: int) -> float:
+        return self.tp_comm(tokens) + self.pp_comm(tokens)
+
+    def tp_comm(self, tokens: int) -> float:
         if self.tp == 1:
             return 0.0
         gpu, tp = self.gpu, self.tp
         payload = tokens * self.shape.hidden_size * self.shape.bytes_per_param * 2 * (tp - 1) / tp
         return 2 * self.shape.num_layers * (gpu.allreduce_latency_s + payload / gpu.interconnect_bandwidth)
+
+    def pp_comm(self, tokens: int) -> float:
+        """The stage boundaries' hops: each sends the batch's hidden states to the next node."""
+        if self.pp == 1:
+            return 0.0
+        payload = tokens * self.shape.hidden_size * self.shape.bytes_per_param
+        return (self.pp - 1) * (PP_HOP_LATENCY_S + payload / PP_LINK_BANDWIDTH)
 
     def time(self, tokens: int, kv_tokens: int, pairs: int | None = None) -> float:
         pairs = kv_tokens if pairs is None else pairs
@@ -74,9 +94,9 @@ class StepTimeModel:
     """Step time for a target, optionally a draft model (or an EAGLE head, ``head=True``)."""
 
     def __init__(self, gpu: GpuProfile, target: ModelShape, draft: ModelShape | None = None, tp: int = 1, *,
-                 head: bool = False) -> None:
+                 head: bool = False, pp: int = 1) -> None:
         self.gpu, self.target_shape, self.draft_shape, self.tp = gpu, target, draft, tp
-        self.target = PassCost(gpu, target, tp, 0.0, gpu.layer_s)
+        self.target = PassCost(gpu, target, tp, 0.0, gpu.layer_s, pp)  # the draft runs unpipelined
         self.draft: PassCost | None = None
         if draft is not None:
             pass_s = gpu.eagle_pass_s if head else gpu.draft_pass_s

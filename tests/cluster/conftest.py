@@ -25,4 +25,8 @@ def ray_cluster() -> Iterator[RayCluster]:
     try:
         yield cluster
     finally:
+        import ray
+
+        if ray.is_initialized():  # this process's connection first, so nothing reconnects to a stopped head
+            ray.shutdown()
         cluster.stop()

@@ -37,6 +37,7 @@ class RayNode:
     proc: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
+    reader: threading.Thread | None = None
 
     def read(self) -> None:
         assert self.proc.stdout is not None
@@ -69,7 +70,8 @@ class RayCluster:
         )
         node = RayNode(proc)
         self.nodes.append(node)
-        threading.Thread(target=node.read, daemon=True).start()
+        node.reader = threading.Thread(target=node.read, daemon=True)
+        node.reader.start()
         node.wait(what)
 
     def stop(self) -> None:
@@ -90,6 +92,11 @@ class RayCluster:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         psutil.wait_procs(leftovers, timeout=10)
+        for node in self.nodes:  # every writer of its output is gone: the reader sees the end
+            if node.reader is not None:
+                node.reader.join(10)
+            if node.proc.stdout is not None and (node.reader is None or not node.reader.is_alive()):
+                node.proc.stdout.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 

@@ -65,6 +65,9 @@ def flag_variety_labs() -> list[Lab]:
                    extra_args=["--enable-prefix-caching"]),
         method_lab("eagle3", enable_chunked_prefill=True, async_scheduling=False, topology="shared"),
         method_lab("ngram", async_scheduling=False),
+        # multi-node: tensor x pipeline parallel over a Ray cluster
+        method_lab("draft_model", tensor_parallel_size=2, pipeline_parallel_size=2, distributed_executor_backend="ray"),
+        method_lab("eagle3", pipeline_parallel_size=2, distributed_executor_backend="mp"),
         make_lab(target={"model": "org/target-8b", "revision": "r1", "sim_model": "sim-8b", "tokenizer": "/tmp/tok"}),
     ]
 

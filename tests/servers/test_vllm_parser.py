@@ -72,6 +72,9 @@ def test_every_emitted_argv_parses(parsed: dict[str, Any]) -> None:
         assert values["enable_force_include_usage"] is True
         assert values["enable_chunked_prefill"] == eff.enable_chunked_prefill
         assert values["async_scheduling"] == eff.async_scheduling
+        assert values["tensor_parallel_size"] == eff.tensor_parallel_size
+        assert values["pipeline_parallel_size"] == eff.pipeline_parallel_size
+        assert values["distributed_executor_backend"] == eff.distributed_executor_backend
         if eff.max_num_seqs is not None:
             assert values["max_num_seqs"] == eff.max_num_seqs
         if eff.gpu_memory_utilization is not None:

@@ -102,6 +102,10 @@ def serve_flags(lab: Lab, eff: Effective, *, served_name: str, launch: Launch, s
     argv = ["--served-model-name", served_name]
     argv += ["--host", launch.host, "--port", str(launch.port), "--seed", str(eff.seed)]
     argv += ["--tensor-parallel-size", str(eff.tensor_parallel_size)]
+    if eff.pipeline_parallel_size > 1:  # stages across the nodes of a Ray cluster (or local GPUs with mp)
+        argv += ["--pipeline-parallel-size", str(eff.pipeline_parallel_size)]
+    if eff.distributed_executor_backend is not None:
+        argv += ["--distributed-executor-backend", eff.distributed_executor_backend]
     if eff.gpu_memory_utilization is not None:
         argv += ["--gpu-memory-utilization", f"{eff.gpu_memory_utilization:g}"]
     if eff.max_model_len is not None:
@@ -190,7 +194,8 @@ class VllmBackend:
     def env(self, lab: Lab, variant: str, *, api_key: str | None = None) -> dict[str, str]:
         eff = lab.effective(variant)
         env = dict(eff.env)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in eff.gpus)
+        if eff.gpus:  # none with the Ray backend: the cluster places each server's GPUs
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in eff.gpus)
         if api_key:
             env[API_KEY_ENV] = api_key
         return env

@@ -68,6 +68,16 @@ class TrafficActor:
         self._wake.clear()
         return batch, self._ended
 
+    async def relay(self, messages: list[tuple[str, Any]], last: bool = False) -> None:
+        """Ship ``messages`` as if this worker's engine had emitted them (``last``: and then end):
+        a worker's recorded stream sent again, which is how the merge is checked against the
+        local path with identical input."""
+        for message in messages:
+            self._put(message)
+        if last:
+            self._ended = True
+            self._wake.set()
+
     def _put(self, message: tuple[str, Any]) -> None:
         self._outbox.append(message)
         self._wake.set()

@@ -48,20 +48,41 @@ class RayTrafficRunner(TrafficRunner):
         self.clocks: dict[int, ClockOffset] = {}  # worker -> its clock's offset and error bound
         self._applied: dict[int, float] = {}  # worker -> the offset it runs on
         self._pullers: dict[int, asyncio.Task[None]] = {}
+        self._closing: set[int] = set()  # workers no longer listened to (their pull ends by itself)
         self._deaths: dict[int, str] = {}
         self._clock_task: asyncio.Task[None] | None = None
+
+    @property
+    def actors(self) -> list[Any]:
+        """The placed workers' actor handles, in worker order."""
+        return list(self._procs)
 
     def node_label(self, w: int) -> str:
         node = self.nodes.get(w) or {}
         return f"{node.get('ip', '?')}/{str(node.get('node_id', '?'))[:8]}"
 
-    async def start(self) -> None:
+    async def open(self) -> None:
+        """Connect, place the workers and set their clocks; nothing is sent yet."""
         loop = asyncio.get_running_loop()
         _ = self.finished
         self._ray = await loop.run_in_executor(None, connect, self.cluster)
         try:
             await self._place_workers()
             await asyncio.gather(*(self._sync_clock(w) for w in range(self.workers)))
+        except BaseException:
+            await self._abort()
+            raise
+
+    def follow(self) -> None:
+        """Take every placed worker's messages from here on."""
+        loop = asyncio.get_running_loop()
+        for w in range(len(self._procs)):
+            self._alive.add(w)
+            self._pullers[w] = loop.create_task(self._pull_loop(w), name=f"speclab-ray-pull-{w}")
+
+    async def start(self) -> None:
+        await self.open()
+        try:
             targets = list(self.targets.values())
             for w, actor in enumerate(self._procs):
                 config = WorkerConfig(
@@ -70,8 +91,7 @@ class RayTrafficRunner(TrafficRunner):
                     health_interval_s=self._health_interval_s,
                 )
                 await actor.start.remote(config)
-                self._alive.add(w)
-                self._pullers[w] = loop.create_task(self._pull_loop(w), name=f"speclab-ray-pull-{w}")
+            self.follow()
             await asyncio.wait_for(self._ready_event.wait(), READY_TIMEOUT_S)
         except asyncio.TimeoutError:
             await self._abort()
@@ -86,7 +106,7 @@ class RayTrafficRunner(TrafficRunner):
         self.traffic_start = self.now() + START_DELAY_S
         self._summary.traffic_start = self.traffic_start
         self._broadcast(("begin", self.traffic_start))
-        self._clock_task = loop.create_task(self._clock_loop(), name="speclab-ray-clock")
+        self._clock_task = asyncio.get_running_loop().create_task(self._clock_loop(), name="speclab-ray-clock")
 
     async def _place_workers(self) -> None:
         ray = self._ray
@@ -147,7 +167,7 @@ class RayTrafficRunner(TrafficRunner):
     async def _pull_loop(self, w: int) -> None:
         actor = self._procs[w]
         try:
-            while True:
+            while w not in self._closing:  # never cancelled: Ray Client mishandles a cancelled call
                 batch, ended = await actor.pull.remote(PULL_WAIT_S)
                 for kind, payload in batch:
                     if kind == "health":
@@ -155,16 +175,15 @@ class RayTrafficRunner(TrafficRunner):
                     self._handle(w, (kind, payload))
                 if ended:
                     break
-        except asyncio.CancelledError:
-            raise
         except Exception as error:  # RayActorError and kin: the actor or its node is gone
-            self._deaths[w] = f"the Ray actor on node {self.node_label(w)} died: {type(error).__name__}: {_first_line(error)}"
-        self._worker_ended(w)
+            if w not in self._closing:
+                self._deaths[w] = (f"the Ray actor on node {self.node_label(w)} died: "
+                                   f"{type(error).__name__}: {_first_line(error)}")
+        if w in self._alive:
+            self._worker_ended(w)
 
     def _close_channel(self, w: int) -> None:
-        task = self._pullers.get(w)
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        self._closing.add(w)
 
     async def _reap(self, w: int) -> str:
         return self._deaths.get(w, f"on node {self.node_label(w)}")
@@ -194,7 +213,8 @@ class RayTrafficRunner(TrafficRunner):
         await asyncio.get_running_loop().run_in_executor(None, self._release)
 
     def _release(self) -> None:
-        """Give the cluster back: the workers, their placement group, the connection."""
+        """Give the cluster back: the workers and their placement group. The connection stays
+        for the next run of this process (a sweep's cells, accept's stages); Ray closes it at exit."""
         ray, self._ray = self._ray, None
         if ray is None:
             return
@@ -206,18 +226,27 @@ class RayTrafficRunner(TrafficRunner):
                 from ray.util.placement_group import remove_placement_group
 
                 remove_placement_group(self._pg)
-        with contextlib.suppress(Exception):
-            ray.shutdown()
+            self._pg = None
+
+
+_connected: list[str] = []  # the cluster this process is connected to
 
 
 def connect(cluster: str) -> Any:
-    """``ray.init`` on the named cluster (``ray://HOST:PORT`` through Ray Client, or ``auto``)."""
+    """``ray.init`` on the named cluster (``ray://HOST:PORT`` through Ray Client, or ``auto``),
+    once per process: later runs reuse the connection."""
     import ray
 
+    if ray.is_initialized():
+        if _connected == [cluster]:
+            return ray
+        ray.shutdown()
+    _connected.clear()
     for attempt in range(CONNECT_ATTEMPTS):
         try:
             ray.init(address=cluster, logging_level=logging.WARNING, log_to_driver=False, namespace="speclab",
                      configure_logging=False)
+            _connected.append(cluster)
             return ray
         except ConnectionError as error:  # the head may still be starting its client server
             if attempt + 1 == CONNECT_ATTEMPTS:

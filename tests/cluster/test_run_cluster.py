@@ -1,0 +1,102 @@
+"""`speclab run --cluster` end to end: a two-node Ray cluster on 127.0.0.1 sends the smoke plan to
+two simulator processes; every planned request is accounted for, both nodes report worker health,
+and counts and acceptance equal a single-host run of the same plan. A killed actor exits 6."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from speclab.model.exit_codes import ExitCode
+
+from ..outcome import assert_measured
+from ..session.conftest import read_report, run_cli
+from .ray_nodes import RayCluster
+
+RUN = ["run", "smoke", "--variants", "baseline,k2"]
+
+
+def _by_class(report: dict[str, Any]) -> dict[tuple[str, str], tuple[Any, ...]]:
+    out = {}
+    for variant, block in report["variants"].items():
+        epoch = block["epochs"][0]
+        for cls, stats in epoch["classes"].items():
+            acc = stats.get("acceptance") or {}
+            out[(variant, cls)] = (stats["requests"], acc.get("accepted"), acc.get("drafted"), acc.get("steps"))
+    return out
+
+
+def _requests(recording: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (recording / "requests.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_two_node_run_equals_a_single_host_run(ray_cluster: RayCluster, tmp_path: Path) -> None:
+    local = run_cli([*RUN, "--workers", "2", "--report", str(tmp_path / "local"), "--record", str(tmp_path / "lrec")],
+                    cwd=tmp_path, timeout=100)
+    assert_measured(local)
+    cluster = run_cli([*RUN, "--cluster", ray_cluster.address, "--report", str(tmp_path / "ray"),
+                       "--record", str(tmp_path / "rrec")], cwd=tmp_path, timeout=100)
+    assert_measured(cluster)
+    one, two = read_report(tmp_path / "local"), read_report(tmp_path / "ray")
+
+    for report in (one, two):
+        for block in report["variants"].values():
+            accounting = block["epochs"][0]["accounting"]
+            assert accounting["lost"] == 0 and accounting["planned"] == 20, accounting
+        assert report["measurement"]["incomplete"] == []
+    planned = {r["request_id"] for r in _requests(tmp_path / "lrec")}
+    assert len(planned) == 20
+    assert sorted((r["variant"], r["request_id"]) for r in _requests(tmp_path / "rrec")) == sorted(
+        (v, i) for v in ("baseline", "k2") for i in planned)
+    assert _by_class(two) == _by_class(one)
+    assert any(v[1] for v in _by_class(two).values())  # k2 accepted drafts: acceptance is compared, not absent
+
+    workers = two["measurement"]["workers"]
+    assert len(workers) == 2 and len({w["node"] for w in workers}) == 2 and "local" not in {w["node"] for w in workers}
+    assert all(w["intervals"] > 0 and w["sent"] > 0 and w["clock_bound_ms"] > 0 for w in workers)
+    assert "## Traffic workers (2 on 2 nodes)" in (tmp_path / "ray" / "report.md").read_text()
+    assert {w["node"] for w in one["measurement"]["workers"]} == {"local"}
+
+
+def _actor_processes(cluster: RayCluster) -> list[psutil.Process]:
+    sessions = {n.proc.pid for n in cluster.nodes}
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getsid(proc.pid) in sessions and "TrafficActor" in " ".join(proc.info["cmdline"] or ()):
+                found.append(proc)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return found
+
+
+def test_a_killed_actor_exits_6_naming_its_node(ray_cluster: RayCluster, tmp_path: Path) -> None:
+    args = [sys.executable, "-m", "speclab.cli.main", "run", "smoke", "--variants", "baseline", "--duration", "30",
+            "--rate", "5", "--cluster", ray_cluster.address, "--report", str(tmp_path / "r")]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # the first progress line: traffic is flowing on both workers
+            lines.append(line)
+            if line.startswith("t="):
+                break
+        victims = _actor_processes(ray_cluster)
+        assert victims, "".join(lines)
+        victims[0].send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == ExitCode.MEASUREMENT_INCOMPLETE, "".join(lines) + out + err
+    report = read_report(tmp_path / "r")
+    incomplete = " ".join(report["measurement"]["incomplete"])
+    assert "the Ray actor on node" in incomplete and "died" in incomplete, incomplete
