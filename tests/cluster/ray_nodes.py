@@ -74,6 +74,9 @@ class RayCluster:
         node.reader.start()
         node.wait(what)
 
+    def add_node(self) -> None:
+        self.start_node(f"--address={self.gcs}", what=f"node {len(self.nodes) + 1}")
+
     def stop(self) -> None:
         """End every process each node's session started: SIGTERM (``--block`` stops its own),
         then SIGKILL for whatever is left, all by process id."""
@@ -108,14 +111,16 @@ def _in_sessions(proc: psutil.Process, sessions: set[int], temp_dir: Path) -> bo
     return False
 
 
-def start_cluster() -> RayCluster:
+def start_cluster(nodes: int = 2) -> RayCluster:
+    """A head and ``nodes - 1`` more nodes, one CPU each (the bench adds its second node later)."""
     gcs_port, client_port = free_port(), free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="sr-", dir="/tmp"))
     cluster = RayCluster(address=f"ray://127.0.0.1:{client_port}", gcs=f"127.0.0.1:{gcs_port}", temp_dir=temp_dir)
     try:
         cluster.start_node("--head", f"--port={gcs_port}", f"--ray-client-server-port={client_port}",
                            f"--temp-dir={temp_dir}", "--include-dashboard=false", what="head")
-        cluster.start_node(f"--address={cluster.gcs}", what="second node")
+        for _ in range(nodes - 1):
+            cluster.add_node()
     except BaseException:
         cluster.stop()
         raise

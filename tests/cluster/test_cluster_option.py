@@ -40,4 +40,4 @@ def test_a_malformed_cluster_address_is_exit_2(value: str) -> None:
 
 def test_workers_takes_a_number_or_auto() -> None:
     result = CliRunner().invoke(cli, ["run", "smoke", "--workers", "many"])
-    assert result.exit_code == ExitCode.BAD_INPUT and "expected a number of workers or auto" in result.stderr
+    assert result.exit_code == ExitCode.BAD_INPUT and "is neither a number of workers nor 'auto'" in result.stderr
