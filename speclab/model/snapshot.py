@@ -180,6 +180,9 @@ class ClientHealth:
     in_flight: int = 0
     saturated: bool = False
     reason: str = ""
+    nodes: int = 0  # cluster nodes the reporting workers ran on (0: local workers)
+    workers: int = 0  # workers that reported the interval
+    clock_bound_ms: float = 0.0  # the widest bound on a worker's clock offset (cluster workers)
 
 
 @dataclass(frozen=True, slots=True)

@@ -309,7 +309,10 @@ class LiveSession:
             cpu_percent=max(h.cpu_percent for h in reports),
             in_flight=sum(h.in_flight for h in reports),
             saturated=bool(saturated),
-            reason="; ".join(h.reason for h in saturated),
+            reason="; ".join(f"worker {h.worker} on {h.node}: {h.reason}" if h.node else h.reason for h in saturated),
+            nodes=len({h.node for h in reports if h.node}),
+            workers=len(reports),
+            clock_bound_ms=max(h.clock_bound_ms for h in reports),
         ), interval=health.interval)
         if health.saturated and self.recorder is not None:
             self.recorder.mark_saturated(health.interval, self.time_scale.to_model(health.t), health.reason)

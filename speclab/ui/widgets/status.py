@@ -66,6 +66,9 @@ def render_status(s: StatusLine, width: int = 0) -> Text:
             out.append(f" CLIENT SATURATED: {health.reason or 'numbers describe the client'} ", style="bold white on red")
         else:
             out.append(f"client ok, lag p99 {health.schedule_lag_p99_ms:.1f} ms, {health.in_flight} in flight", style="dim")
+            if health.nodes:  # a Ray cluster's workers
+                out.append(f", {health.workers} workers on {health.nodes} nodes, clock ±{health.clock_bound_ms:.1f} ms",
+                           style="dim")
     if s.controls != "live":
         out.append(f" · controls off: {s.controls}", style="dim")
     if width <= 0:
