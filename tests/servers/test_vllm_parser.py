@@ -25,7 +25,7 @@ from ..vllm_env import missing
 from .labdata import DRAFTS, bundled_labs, flag_variety_labs, method_lab, spec_variety_labs
 from .parser_env import DATA_FILE, PROBE, render, venv_python
 
-pytestmark = pytest.mark.vllm_parser
+pytestmark = [pytest.mark.vllm_parser, pytest.mark.timeout(300)]  # importing vLLM takes minutes on a busy 2-core host
 
 PYTHON = venv_python()
 if not (PYTHON.parent.parent / ".speclab-ready").exists():
@@ -37,7 +37,7 @@ def _probe(mode: str, payload: Any = None) -> Any:
     out = subprocess.run(
         [str(PYTHON), str(PROBE), mode],
         input=json.dumps(payload) if payload is not None else "",
-        capture_output=True, text=True, timeout=110, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        capture_output=True, text=True, timeout=280, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
