@@ -15,7 +15,7 @@ class ServerView:
     status: str  # "starting" | "ready" | "relaunching" | "exited" | "attached" | "stopped"
     command: str  # shell-quoted, secrets redacted
     base_url: str
-    engine: str  # "vllm" | "sim" | "attached"
+    engine: str  # the engine id as recorded ("vllm", "sim"; servers.backends.EngineId) or "attached"
     settings: dict[str, Any] = field(default_factory=dict)  # k, max_num_seqs, ... as launched
     memory: dict[str, float] = field(default_factory=dict)  # weights_gib, kv_cache_tokens, max_concurrency...
     log_tail: tuple[str, ...] = ()
