@@ -145,7 +145,7 @@ class ServerManager:
         self.time_scale = time_scale
         self.backend: Backend = backend(engine)
         self.engine: EngineId = self.backend.id
-        if self.engine != "sim" and time_scale != 1.0:
+        if not self.backend.simulated and time_scale != 1.0:
             raise InputError(f"--time-scale {time_scale:g}: a time scale is for the simulator only; "
                              f"a real {self.engine} server always runs at 1")
         self.log_dir = Path(log_dir)

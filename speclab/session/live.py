@@ -335,7 +335,7 @@ class LiveSession:
             for failure in (s for s in samples if isinstance(s, BaseException)):
                 self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
             self._take_samples([s for s in samples if isinstance(s, ServerSample)])
-            if self.engine is not None and self.engine.engine == "vllm":
+            if self.engine is not None and not self.engine.simulated:
                 self._sample_gpu_memory()
 
     def _sample_gpu_memory(self) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab
 from speclab.model.time_scale import REFERENCE_TPOT_S, SimLoad, TimeScale, auto_time_scale
+from speclab.servers.backends import AUTO, EngineId, EngineRequest
+from speclab.servers.backends.registry import backend
 from speclab.traffic.schedule import Plan
 
 
@@ -54,14 +56,14 @@ def planned_loads(lab: Lab, variants: tuple[str, ...], plan: Plan) -> list[SimLo
     return loads
 
 
-def refuse_for_real_engine(asked: float | None, engine_option: str) -> None:
-    """``--engine vllm`` with a time scale: bad input, said before any engine is looked for."""
-    if engine_option == "vllm" and asked is not None and asked != 1.0:
+def refuse_for_real_engine(asked: float | None, engine_option: EngineRequest) -> None:
+    """``--engine vllm`` (any real engine) with a time scale: bad input, said before any engine is looked for."""
+    if asked is not None and asked != 1.0 and engine_option != AUTO and not backend(engine_option).simulated:
         raise InputError(f"--time-scale {asked:g}: a time scale is for the simulator only; "
-                         "a real vllm server always runs at 1")
+                         f"a real {engine_option} server always runs at 1")
 
 
-def resolve_time_scale(asked: float | None, *, engine: str | None, lab: Lab | None, variants: tuple[str, ...],
+def resolve_time_scale(asked: float | None, *, engine: EngineId | None, lab: Lab | None, variants: tuple[str, ...],
                        plan: Plan, sequential: bool = False) -> TimeScale:
     """The run's S. ``asked`` is ``--time-scale`` (None: auto); ``engine`` is the engine speclab
     launches ("sim", "vllm"), None when it launches nothing (attached servers)."""
@@ -70,7 +72,7 @@ def resolve_time_scale(asked: float | None, *, engine: str | None, lab: Lab | No
             raise InputError(f"--time-scale {asked:g}: speclab starts no simulator here (attached servers run "
                              "at their own pace); start the simulator with --sim-time-scale instead")
         return TimeScale(1.0, "attached servers")
-    if engine != "sim":
+    if not backend(engine).simulated:
         if asked is not None and asked != 1.0:
             raise InputError(f"--time-scale {asked:g}: a time scale is for the simulator only; "
                              f"a real {engine} server always runs at 1")
