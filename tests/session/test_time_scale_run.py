@@ -59,7 +59,7 @@ def test_a_simulator_that_trails_its_clock_most_of_the_run_exits_5_naming_it_and
                                                          'sim_faults = ["slow_host=1.5"]\n')
     scenario = workdir / "closed.toml"
     scenario.write_text('name = "closed"\nseed = 1\nduration_s = 8\nendpoint = "completions"\n'
-                        '[arrival]\nprocess = "closed"\nconcurrency = 2\n'
+                        '[arrival]\nprocess = "concurrency"\nconcurrency = 2\n'
                         '[classes.qa]\nweight = 1\ntemperature = 0\nmax_tokens = 64\nprompts = ["Tell me a story."]\n')
     report_dir = workdir / "report"
     out = run_cli(["run", str(scenario), "--lab", str(lab), "--engine", "sim", "--variants", "k2",
