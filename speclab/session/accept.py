@@ -109,6 +109,7 @@ class _Run:
             golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
             record_path=options.record_path, pair=self.pair, workers=options.workers, cluster=options.cluster,
         )
+        self.scale_note = ""
         self.ctx.time_scale = self._time_scale()
         if options.report_dir is not None:
             self.ctx.gateway_dir = Path(options.report_dir) / "gateway"
@@ -119,11 +120,17 @@ class _Run:
         self.started = time.monotonic()
 
     def _time_scale(self) -> TimeScale:
-        """One S for every stage: the given one, or auto's for the heaviest load stage."""
+        """One S for every stage: the given one, or auto's for the heaviest load stage. The quick
+        profile (tests, a first look) keeps auto at 1 so it stays quick, and says what would fit."""
         top = max([*self.profile.latency.concurrency, self.profile.stress.concurrency])
         plan = load_plan(self.ctx, requests=self.profile.stress.requests, concurrency=top)
-        return resolve_time_scale(self.options.time_scale, engine=self.engine.engine, lab=self.lab,
-                                  variants=self.lab.variant_names, plan=plan)
+        chosen = resolve_time_scale(self.options.time_scale, engine=self.engine.engine, lab=self.lab,
+                                    variants=self.lab.variant_names, plan=plan)
+        if self.options.time_scale is None and self.profile.name == "quick" and chosen.scaled:
+            self.scale_note = (f"note: this host keeps up with the heaviest load stage at --time-scale {chosen.s:g} "
+                               "(auto stays 1 for the quick profile); its latencies include the host's slowness")
+            return TimeScale(1.0, "auto: 1 for the quick profile")
+        return chosen
 
     def first_line(self) -> str:
         sim = "SIMULATED" if self.engine.simulated else "not simulated"
@@ -248,6 +255,8 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
     run = _Run(options, out)
     say = run.ctx.say
     say(run.first_line())
+    if run.scale_note:
+        say(run.scale_note)
     if run.pairing.forced:
         say(f"warning: {run.pairing.reason}")
     interrupted = catch_interrupts()
