@@ -18,7 +18,6 @@ from speclab.traffic.wall_plan import wall_plan
 def _record(t0: float) -> RequestRecord:
     rec = RequestRecord(request_id="r", variant="k4", prompt_class="qa", intended=t0, sent=t0 + 0.002)
     rec.first_token, rec.last_token, rec.done = t0 + 0.1, t0 + 0.5, t0 + 0.5
-    rec.chunk_times = [t0 + 0.1, t0 + 0.3, t0 + 0.5]
     rec.output_tokens, rec.server_decode_ms = 5, 200.0
     return rec
 
@@ -35,7 +34,7 @@ def test_ingest_divides_every_client_timestamp_once_and_leaves_server_figures() 
     wall = _record(4.0)
     (rec,) = TimeScale(2.0).ingest([_record(4.0)])
     assert rec.intended == 2.0 and rec.sent == pytest.approx(2.001) and rec.done == pytest.approx(2.25)
-    assert rec.chunk_times == pytest.approx([2.05, 2.15, 2.25])
+    assert rec.first_token == pytest.approx(2.05) and rec.last_token == pytest.approx(2.25)
     assert rec.tpot == pytest.approx(wall.tpot / 2)  # a duration read in modelled seconds
     assert rec.server_decode_ms == 200.0  # the simulator's own figure is modelled already
     same = _record(4.0)
