@@ -49,7 +49,7 @@ from .accept_load import load_plan
 from .accept_servers import server_states
 from .accept_stages import RUNNERS
 from .api import ServerView, SessionInfo
-from .live import server_view
+from .server_watch import server_view
 from .signals import catch_interrupts, release_interrupts
 from .time_scale import refuse_for_real_engine, resolve_time_scale
 

@@ -39,7 +39,7 @@ from .api import ServerView
 from .drill_metrics import DrillMetrics
 from .drill_plan import DrillOptions, DrillPlan, resolve
 from .drill_watch import FlipWatcher
-from .live import server_view
+from .server_watch import server_view
 from .signals import catch_interrupts, release_interrupts
 
 WHO = "speclab drill"

@@ -1,8 +1,11 @@
 """A live run: servers + traffic + scraping + aggregation + recording, as one snapshot stream.
 
-``LiveSession`` is the composition root both front ends drive. Traffic runs in worker processes;
-this process only aggregates, scrapes ``/metrics`` once a second and publishes immutable
-snapshots at 4 Hz to every subscriber (the app, the progress printer) and to the recorder.
+``LiveSession`` is what both front ends drive. It is handed its collaborators (``live_parts``:
+the server manager, traffic runner, scrapers, aggregator, recorder, metrics endpoint and clock)
+and wires them: traffic runs in worker processes; this process only aggregates, scrapes
+``/metrics`` once a second and publishes immutable snapshots at 4 Hz on the ``SnapshotBus`` to
+every subscriber (the app, the progress printer, the exporter) and to the recorder. The server
+watcher and the traffic controls are small objects of their own.
 """
 
 from __future__ import annotations
@@ -12,10 +15,8 @@ import contextlib
 import dataclasses
 import platform
 import shutil
-import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,77 +24,34 @@ from typing import Any
 import aiohttp
 
 from speclab import __version__
-from speclab.metrics.aggregator import Aggregator
-from speclab.metrics.exporter_http import MetricsEndpoint, serve_metrics
+from speclab.metrics.exporter_http import MetricsEndpoint
 from speclab.metrics.run_tally import RunTally
 from speclab.metrics.scraper import MetricsScraper
 from speclab.metrics.sim_drift import DriftJudge
-from speclab.model.errors import InputError
 from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S, SNAPSHOT_HZ
 from speclab.model.records import Event, RequestRecord, ServerSample
-from speclab.model.snapshot import ClientHealth, Snapshot, coalesce
-from speclab.recording.guarded import GuardedWriter
+from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.recording.preflight import check_outputs
 from speclab.recording.writer import RecordingWriter
-from speclab.servers.engine import EngineChoice, select_engine
 from speclab.servers.manager import RunningServer, ServerManager, attach, parse_attach, probe_attached
-from speclab.servers.memory import GpuMemory, gpu_memory
-from speclab.servers.pairing import pair_info, require_pairing
-from speclab.traffic.cluster import make_runner
+from speclab.servers.memory import GpuMemory
 from speclab.traffic.health import WorkerHealth
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
-from speclab.traffic.schedule import Plan, build_plan
+from speclab.traffic.schedule import Plan
 from speclab.traffic.wall_plan import wall_plan
 
-from .api import ServerView, SessionInfo
-from .options import RunOptions, load_lab_for, load_scenario, parse_headers
-from .relaunch import ScheduledChange, check_changes, parse_change, relaunch_variant, run_changes, target_for
-from .time_scale import refuse_for_real_engine, resolve_time_scale
+from .api import ServerView
+from .controls import TrafficControls
+from .live_parts import Collaborators, resolve_inputs
+from .options import RunOptions
+from .relaunch import ScheduledChange, relaunch_variant, run_changes, target_for
+from .server_watch import GpuPeak, ServerWatcher, server_view
+from .snapshot_bus import SnapshotBus
+from .stdio import real_stdio
 from .worker_table import WorkerTable
 
 LAB_RETAIN_INTERVALS = 600
-BACKLOG_LIMIT = 8
-
-
-def publish(queue: asyncio.Queue[Snapshot], snap: Snapshot, limit: int = BACKLOG_LIMIT) -> None:
-    """Queue ``snap`` for one subscriber. A slow consumer with ``limit`` snapshots waiting gets them
-    coalesced into one (the newest state, every interval and event of all of them), never dropped."""
-    if queue.qsize() >= limit:
-        merged: Snapshot | None = None
-        while not queue.empty():
-            older = queue.get_nowait()
-            merged = older if merged is None else coalesce(merged, older)
-        snap = snap if merged is None else coalesce(merged, snap)
-    queue.put_nowait(snap)
-
-
-def server_view(server: RunningServer, log_lines: int = 40) -> ServerView:
-    """What a front end or report shows of a launched (or attached) server; no secrets."""
-    return ServerView(
-        variant=server.variant, status=server.status, command=server.command, base_url=server.base_url,
-        engine=server.engine, settings=dict(server.settings), memory=server.memory.as_dict(),
-        log_tail=server.log_tail[-log_lines:] if log_lines else (), baseline=server.baseline,
-    )
-
-
-@contextlib.contextmanager
-def real_stdio() -> Iterator[None]:
-    """Process stdio while worker processes spawn: a front end (Textual) may have replaced
-    sys.stdout/sys.stderr with objects without a file descriptor, which multiprocessing rejects."""
-    saved = sys.stdout, sys.stderr
-    try:
-        for name in ("stdout", "stderr"):
-            stream = getattr(sys, name)
-            try:
-                ok = stream.fileno() >= 0
-            except (AttributeError, OSError, ValueError):
-                ok = False
-            if not ok:
-                setattr(sys, name, getattr(sys, f"__{name}__"))
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
 
 
 class LiveSession:
@@ -101,54 +59,30 @@ class LiveSession:
 
     def __init__(
         self, options: RunOptions, *, plan: Plan | None = None, lab: Lab | None = None,
-        clock: Callable[[], float] = time.monotonic, metrics: MetricsEndpoint | None = None,
+        metrics: MetricsEndpoint | None = None, collaborators: Collaborators | None = None,
     ) -> None:
         """``plan`` and ``lab`` replace the scenario's (``replay --refire`` fires a recorded plan);
-        ``metrics`` is an endpoint the caller owns and closes (a sweep's, across its cells)."""
+        ``metrics`` is an endpoint the caller owns and closes (a sweep's, across its cells);
+        ``collaborators`` replace the real server manager, traffic runner, scrapers, aggregator,
+        recorder, metrics endpoint or clock."""
         self.options = options
-        self._clock = clock
+        self.make = collaborators or Collaborators()
+        self._clock = self.make.clock
         check_outputs(options.record_path, options.report_dir, force=options.force)  # exit 2 before any server
-        if plan is None:
-            scenario, self.scenario_path = load_scenario(options.scenario)
-            self.lab: Lab | None = lab or load_lab_for(options, scenario, self.scenario_path)
-            plan = build_plan(scenario, duration_s=options.duration, requests=options.requests, rate=options.rate,
-                              concurrency=options.concurrency, seed=options.seed)
-        else:
-            self.scenario_path = Path(options.scenario)
-            self.lab = lab
-        self.plan: Plan = plan
-        # The API key (from --api-key-env, else the lab's server.api_key_env) protects launched
-        # servers too; it travels only in the environment of servers and in request headers.
-        key_env = options.api_key_env or (self.lab.server.api_key_env if self.lab is not None else None)
-        self.headers, self._api_key = parse_headers(options.headers, key_env)
-        # Attached servers were not launched here: their engine is whatever they are.
-        refuse_for_real_engine(options.time_scale, options.engine)
-        self.engine: EngineChoice | None = select_engine(options.engine) if self.lab else None
-        self.simulated = bool(self.engine and self.engine.simulated)
-        self.engine_label = str(self.engine) if self.engine else "attached servers (not launched by speclab)"
-        self.pair: dict[str, Any] = {}
-        if self.lab is not None:
-            self.pair = pair_info(self.lab, require_pairing(self.lab, force=options.force))
-        self.variants = self._variant_names()
-        # One S for every simulator of the run; the plan stays modelled, the workers get it in wall time.
-        self.time_scale = resolve_time_scale(
-            options.time_scale, engine=self.engine.engine if self.engine else None, lab=self.lab,
-            variants=self.variants, plan=self.plan, sequential=options.sequential)
-        self.classes = tuple(c.name for c in self.plan.classes)
-        self.changes: tuple[ScheduledChange, ...] = tuple(parse_change(spec) for spec in options.changes)
-        check_changes(self.changes, self.lab, self.variants)
+        inputs = resolve_inputs(options, plan=plan, lab=lab)
+        self.lab, self.scenario_path, self.plan = inputs.lab, inputs.scenario_path, inputs.plan
+        self.headers, self._api_key = inputs.headers, inputs.api_key
+        self.engine, self.engine_label, self.pair = inputs.engine, inputs.engine_label, inputs.pair
+        self.simulated, self.time_scale = inputs.info.simulated, inputs.time_scale
+        self.variants, self.classes, self.changes = inputs.variants, inputs.info.classes, inputs.changes
+        self.info = inputs.info
         self.relaunching: set[str] = set()
         self.change_failures: list[str] = []  # scheduled relaunches that failed (the run goes on)
         self.changes_applied: list[ScheduledChange] = []
-        self.info = SessionInfo(
-            lab=self.lab.name if self.lab else "attached", scenario=self.plan.name, variants=self.variants,
-            classes=self.classes, simulated=self.simulated, pair={k: str(v) for k, v in self.pair.items()},
-            arrival=self._arrival_facts(), time_scale=self.time_scale.s,
-        )
-        self.run_start = clock()
+        self.run_start = self._clock()
         # The all-day lab keeps ten minutes of closed intervals (~15 MB); the cumulative view
         # still counts everything. Headless runs keep all of them for the report's timeline.
-        self.aggregator = Aggregator(self.variants, self.classes, interval_s=INTERVAL_S, simulated=self.simulated,
+        self.aggregator = self.make.aggregator(self.variants, self.classes, interval_s=INTERVAL_S, simulated=self.simulated,
                                      warmup_s=self.plan.warmup_s,
                                      retain_intervals=None if options.keep_intervals else LAB_RETAIN_INTERVALS)
         self.servers_running: dict[str, RunningServer] = {}
@@ -163,11 +97,11 @@ class LiveSession:
         self.records: list[RequestRecord] = []
         self.samples: list[ServerSample] = []
         self.events: list[Event] = []
-        self.gpu_peak: dict[int, GpuMemory] = {}
+        self._gpu = GpuPeak()
         self._log_dir = Path(tempfile.mkdtemp(prefix="speclab-logs-"))
-        self._subscribers: list[asyncio.Queue[Snapshot]] = []
+        self.bus = SnapshotBus()
         self._tasks: list[asyncio.Task[Any]] = []
-        self._paused = False
+        self.controls = TrafficControls(lambda: self.runner, self.add_event, self.now, self.time_scale.rate_to_wall)
         self._stopping = False
         self._done = asyncio.Event()  # the final snapshot is out (or there will be none)
         self._finishing = False
@@ -177,37 +111,18 @@ class LiveSession:
         self.worker_table = WorkerTable()  # each worker's health over the run (measurement.workers)
         self.scrapers: dict[str, MetricsScraper] = {}
         self.drift = DriftJudge()  # the simulators' own clock, judged per interval
-        self._down: set[str] = set()
+        self._watcher = ServerWatcher(lambda: self.servers_running, self.add_event)
         self._start_task: asyncio.Task[None] | None = None
         # Bound last, once every input has been checked, and before any server starts: a port in
         # use is bad input with nothing launched.
         self.metrics: MetricsEndpoint | None = metrics
         if metrics is None and options.metrics_port is not None:
-            self.metrics = serve_metrics(options.metrics_port, options.metrics_host, {"lab": self.info.lab, **self.info.pair})
+            self.metrics = self.make.metrics(options.metrics_port, options.metrics_host,
+                                             {"lab": self.info.lab, **self.info.pair})
+        if self.metrics is not None:
+            self.bus.listen(self.metrics.collector.update)
 
     # -- setup -----------------------------------------------------------------------------------
-
-    def _variant_names(self) -> tuple[str, ...]:
-        if self.lab is None:
-            return tuple(parse_attach(spec)[0] for spec in self.options.attach)
-        names = self.lab.variant_names
-        if self.options.variants:
-            unknown = [v for v in self.options.variants if v not in names]
-            if unknown:
-                raise InputError(f"--variants: lab {self.lab.name!r} has no variant {', '.join(unknown)} "
-                                 f"(it has {', '.join(names)})")
-            names = tuple(v for v in names if v in self.options.variants)
-        return names
-
-    def _arrival_facts(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"mode": self.plan.mode, "process": self.plan.process,
-                                 "variants": "sequential" if self.options.sequential else "concurrent"}
-        facts.update(self.plan.overrides)
-        if self.plan.duration_s is not None:
-            facts["duration_s"] = self.plan.duration_s
-        if self.plan.requests is not None:
-            facts["requests"] = self.plan.requests
-        return facts
 
     def now(self) -> float:
         """The run clock in modelled seconds (wall seconds divided by the time scale)."""
@@ -227,7 +142,7 @@ class LiveSession:
     async def start(self) -> None:
         """Start (or probe) servers, take a baseline scrape, then start traffic and the pump."""
         if self.lab is not None and self.engine is not None:
-            self.manager = ServerManager(self.lab, self.engine.engine, log_dir=self._log_dir, api_key=self._api_key,
+            self.manager = self.make.servers(self.lab, self.engine.engine, log_dir=self._log_dir, api_key=self._api_key,
                                          time_scale=self.time_scale.s)
             self.servers_running = await self.manager.start(self.variants)
         for spec in self.options.attach:
@@ -243,14 +158,14 @@ class LiveSession:
                 server.headers = dict(self.headers)
         for name, server in self.servers_running.items():
             self.aggregator.launch(name, dict(server.settings), baseline=server.baseline)
-            self.scrapers[name] = MetricsScraper(server.base_url, name, headers=server.headers,
+            self.scrapers[name] = self.make.scraper(server.base_url, name, headers=server.headers,
                                                  names=server.backend.prometheus)
             await self.scrapers[name].scrape(self.http, self.now())  # baseline: deltas start here
         targets = {name: target_for(s, 1) for name, s in self.servers_running.items()}
-        self.runner = make_runner(wall_plan(self.plan, self.time_scale.s), targets, cluster=self.options.cluster,
-                                  workers=self.options.workers, sequential=self.options.sequential,
-                                  run_start=self.run_start, on_records=self._on_records, on_health=self._on_health,
-                                  health_interval_s=self.time_scale.to_wall(INTERVAL_S))
+        self.runner = self.make.traffic(wall_plan(self.plan, self.time_scale.s), targets, cluster=self.options.cluster,
+                                        workers=self.options.workers, sequential=self.options.sequential,
+                                        run_start=self.run_start, on_records=self._on_records, on_health=self._on_health,
+                                        health_interval_s=self.time_scale.to_wall(INTERVAL_S))
         with real_stdio():
             await self.runner.start()
         self._tasks = [asyncio.create_task(self._pump(), name="speclab-pump"),
@@ -281,7 +196,7 @@ class LiveSession:
             "host": {"hostname": platform.node(), "python": platform.python_version(), "platform": platform.platform()},
         }
         secrets = [self._api_key] if self._api_key else []
-        writer = GuardedWriter(self.options.record_path, manifest, force=self.options.force, secrets=secrets,
+        writer = self.make.recorder(self.options.record_path, manifest, force=self.options.force, secrets=secrets,
                                on_failure=lambda line: self.add_event(Event(t=self.now(), kind="warning", message=line)))
         writer.write_prompts(self.plan.prompt_items())
         return writer
@@ -336,14 +251,11 @@ class LiveSession:
                 self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
             self._take_samples([s for s in samples if isinstance(s, ServerSample)])
             if self.engine is not None and not self.engine.simulated:
-                self._sample_gpu_memory()
+                self._gpu.sample()
 
-    def _sample_gpu_memory(self) -> None:
-        """Peak GPU memory per device from NVML (only where a GPU and nvidia-ml-py exist)."""
-        for gpu in gpu_memory() or []:
-            peak = self.gpu_peak.get(gpu.index)
-            if peak is None or gpu.used_gib > peak.used_gib:
-                self.gpu_peak[gpu.index] = gpu
+    @property
+    def gpu_peak(self) -> dict[int, GpuMemory]:
+        return self._gpu.peak
 
     async def scrape_once(self, variant: str) -> None:
         """Scrape one server now (before a relaunch stops it, so its last counts are kept)."""
@@ -357,25 +269,12 @@ class LiveSession:
             if self.options.keep_records:
                 self.samples.append(sample)
             self.aggregator.add_server_sample(sample)
-            self._watch_up(sample)
+            self._watcher.watch(sample)
             behind = self.drift.add(sample)
             if behind is not None:
                 self.add_event(Event(t=sample.t, kind="sim_behind", variant=sample.variant, message=behind))
         if self.recorder is not None and samples:
             self.recorder.write_samples(samples)
-
-    def _watch_up(self, sample: ServerSample) -> None:
-        if not sample.up and sample.variant not in self._down:
-            self._down.add(sample.variant)
-            server = self.servers_running.get(sample.variant)
-            if server is not None and server.status == "ready":
-                server.status = "exited"
-            self.add_event(Event(t=sample.t, kind="server_down", variant=sample.variant,
-                                 message=f"{sample.variant}: /metrics unreachable: {sample.error}"))
-        elif sample.up and sample.variant in self._down:
-            self._down.discard(sample.variant)
-            self.add_event(Event(t=sample.t, kind="server_up", variant=sample.variant,
-                                 message=f"{sample.variant}: answering again"))
 
     async def _pump(self) -> None:
         period = 1.0 / SNAPSHOT_HZ
@@ -385,15 +284,12 @@ class LiveSession:
                 return
             now = self.now()
             self.aggregator.tick(now)
-            self._publish(self.aggregator.snapshot(now, paused=self._paused))
+            self._publish(self.aggregator.snapshot(now, paused=self.controls.paused))
             if self.recorder is not None:
                 self.recorder.write_closed_intervals(self.aggregator)
 
     def _publish(self, snap: Snapshot) -> None:
-        if self.metrics is not None:
-            self.metrics.collector.update(snap)
-        for queue in self._subscribers:
-            publish(queue, snap)
+        self.bus.publish(snap)
 
     async def _await_traffic(self) -> None:
         assert self.runner is not None
@@ -419,7 +315,7 @@ class LiveSession:
             if self.runner is not None:
                 self.aggregator.set_planned(self.runner.issued())
             self.aggregator.finish(now)
-            self.final = self.aggregator.snapshot(now, paused=self._paused, finished=True)
+            self.final = self.aggregator.snapshot(now, paused=self.controls.paused, finished=True)
             self._publish(self.final)
             if self.recorder is not None:
                 self.recorder.write_closed_intervals(self.aggregator)
@@ -449,8 +345,7 @@ class LiveSession:
         await asyncio.shield(self._start_task)
 
     async def snapshots(self) -> AsyncIterator[Snapshot]:
-        queue: asyncio.Queue[Snapshot] = asyncio.Queue()
-        self._subscribers.append(queue)
+        queue = self.bus.subscribe()
         try:
             await self.ensure_started()
             if self.final is not None:
@@ -462,7 +357,7 @@ class LiveSession:
                 if snap.finished:
                     return
         finally:
-            self._subscribers.remove(queue)
+            self.bus.unsubscribe(queue)
 
     def servers(self) -> dict[str, ServerView]:
         return {name: server_view(s) for name, s in self.servers_running.items()}
@@ -516,27 +411,16 @@ class LiveSession:
     # -- LiveControls ------------------------------------------------------------------------------
 
     async def pause(self) -> None:
-        if self.runner is not None:
-            await self.runner.pause()
-        self._paused = True
-        self.add_event(Event(t=self.now(), kind="pause", message="traffic paused"))
+        await self.controls.pause()
 
     async def resume(self) -> None:
-        if self.runner is not None:
-            await self.runner.resume()
-        self._paused = False
-        self.add_event(Event(t=self.now(), kind="resume", message="traffic resumed"))
+        await self.controls.resume()
 
     async def set_rate(self, rate: float) -> None:
-        if self.runner is not None:
-            await self.runner.set_rate(self.time_scale.rate_to_wall(rate))  # the user's rate is modelled
-        self.add_event(Event(t=self.now(), kind="config_change", message=f"rate -> {rate:g} req/s", data={"rate": rate}))
+        await self.controls.set_rate(rate)
 
     async def set_concurrency(self, concurrency: int) -> None:
-        if self.runner is not None:
-            await self.runner.set_concurrency(concurrency)
-        self.add_event(Event(t=self.now(), kind="config_change", message=f"concurrency -> {concurrency}",
-                             data={"concurrency": concurrency}))
+        await self.controls.set_concurrency(concurrency)
 
     async def relaunch(self, variant: str, changes: dict[str, Any]) -> None:
         """A new config epoch for ``variant`` (the app's relaunch and ``--change`` both come here)."""

@@ -175,7 +175,7 @@ async def test_replay_at_16x_through_the_app_state_loses_no_interval_even_across
 def test_a_slow_subscriber_gets_coalesced_snapshots_that_lose_no_interval_or_event() -> None:
     from speclab.model.records import Event
     from speclab.model.snapshot import IntervalStats, Snapshot
-    from speclab.session.live import publish
+    from speclab.session.snapshot_bus import publish
 
     queue: asyncio.Queue[Snapshot] = asyncio.Queue()
     for i in range(30):
