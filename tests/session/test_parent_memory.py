@@ -3,7 +3,7 @@
 Drives the parent's whole intake (records as they come off the wire, ``LiveSession._on_records``,
 the aggregator's snapshots and the recorder's interval log, as the session's pump does) with 200
 requests per second of run clock, and measures with tracemalloc what stays allocated between a
-warmed-up point and 16,000 requests later. Before records streamed, the parent kept ~4.8 KB per
+warmed-up point and 8,000 requests later. Before records streamed, the parent kept ~4.8 KB per
 request; what is left now grows per 1 s interval (the report's timeline), a few bytes per request.
 """
 
@@ -57,11 +57,11 @@ def test_parent_memory_grows_by_almost_nothing_per_request(tmp_path: Path) -> No
     session = LiveSession(options)
     session.recorder = session._open_recorder()
     try:
-        i = _drive(session, 0, 20)  # warm: histograms pooled, first intervals closed
+        i = _drive(session, 0, 10)  # warm: histograms pooled, first intervals closed
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
-        n = _drive(session, i, 80) - i
+        n = _drive(session, i, 40) - i
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
