@@ -165,13 +165,25 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
         return int(asyncio.run(refire(rec, opts)))
     if opts.get("report_dir"):
         from speclab.headless.progress import timeline_rows
-        from speclab.recording.replay import replay_final, server_views, session_info, traffic_errors
+        from speclab.headless.run import flag_trailing
+        from speclab.recording.replay import (
+            recorded_final,
+            replay_final,
+            server_views,
+            session_info,
+            traffic_errors,
+        )
         from speclab.reports import build_report, write_report
 
         final, aggregator = replay_final(rec)
+        recorded = recorded_final(rec)
+        trailing = recorded.get("sim_trailing_intervals")
+        workers = recorded.get("workers")
         report = build_report(session_info(rec), final, servers=server_views(rec), command="replay",
-                              timeline=timeline_rows(aggregator, final.saturated_intervals),
-                              incomplete=traffic_errors(rec), extra={"recording": str(rec.path), "warnings": list(rec.warnings)})
+                              timeline=flag_trailing(timeline_rows(aggregator, final.saturated_intervals),
+                                                     trailing if isinstance(trailing, dict) else {}),
+                              incomplete=traffic_errors(rec), extra={"recording": str(rec.path), "warnings": list(rec.warnings)},
+                              workers=workers if isinstance(workers, list) else None)
         for path in write_report(report, Path(opts["report_dir"])):
             click.echo(f"report: {path}")
         return int(ExitCode.OK)

@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.cells import finish_time
@@ -102,6 +103,12 @@ def replay_final_snapshot(recording: Recording) -> Snapshot:
     by the session puts the run's final health in the manifest, and it is restored here.
     """
     return replay_final(recording)[0]
+
+
+def recorded_final(recording: Recording) -> dict[str, Any]:
+    """What the session wrote when it closed the recording (its manifest's ``final``), or ``{}``."""
+    final = recording.manifest.get("final")
+    return final if isinstance(final, dict) else {}
 
 
 def traffic_errors(recording: Recording) -> list[str]:

@@ -326,6 +326,7 @@ class LiveSession:
                 self.recorder.close({"status": self._status, "health": asdict(self.final.run_health),
                                      "saturated_intervals": list(self.final.saturated_intervals),
                                      "sim_trailing_intervals": self.drift.trailing(),
+                                     "workers": self.worker_table.rows(),
                                      "servers": servers, "traffic_errors": self.traffic_errors(),
                                      "planned": [[v, e, n] for (v, e), n in self.runner.issued().items()]
                                      if self.runner is not None else None}, end_s=now)

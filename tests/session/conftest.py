@@ -61,9 +61,10 @@ def workdir(tmp_path: Path) -> Path:
 
 
 # What a replayed report cannot share with the live one: when and how it was made, and the facts
-# only the live process had (its exit verdict, the engine it chose, server memory, cross-checks).
+# only the live process had (its exit verdict, the engine it chose, server memory, cross-checks, its
+# judgement of the simulators' clocks).
 NOT_REPLAYED = ("created", "command", "replay", "host", "engine", "memory", "gpu_memory", "crosscheck",
-                "crosscheck_ok", "exit", "recording", "warnings", "accounting")
+                "crosscheck_ok", "exit", "recording", "warnings", "accounting", "simulator_clock")
 
 
 def replayable_part(report: dict[str, Any]) -> dict[str, Any]:
