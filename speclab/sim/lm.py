@@ -24,21 +24,28 @@ from .tokenizer import SimTokenizer, load_tokenizer, model_config
 
 
 class ContextState:
-    """One sequence as one model sees it, with its copy features kept up to date; undoable."""
+    """One sequence as one model sees it, with its copy features kept up to date; undoable.
 
-    __slots__ = ("bigram_next", "canon", "copies", "lm", "present", "prompt_len", "prompt_pos", "tokens",
-                 "turn_start", "weights")
+    Its bookkeeping is in plain Python lists (indexed per token, where numpy scalars cost more than
+    they save); ``last_copy`` keeps the last copied prompt position per output token, so the pointer
+    needs no scan, and the pointer's (token, weight) pairs are kept per start position.
+    """
+
+    __slots__ = ("bigram_next", "canon", "copies", "last_copy", "lm", "pointers", "present", "prompt_len",
+                 "prompt_pos", "tokens", "turn_start", "weights")
 
     def __init__(self, lm: SimLM, tokens: list[int]) -> None:
         self.lm = lm
         self.tokens: list[int] = []
         self.canon: list[int] = []
-        self.present = np.zeros(lm.num_canon, np.int32)
+        self.present: list[int] = [0] * lm.num_canon
         self.weights: FloatArray = np.ones(lm.vocab_size)
         self.bigram_next: dict[tuple[int, int], list[int]] = {}
         self.prompt_len = 0
         self.prompt_pos: dict[int, int] = {}
         self.copies: list[int] = []  # prompt position of each output token (-1: not copied)
+        self.last_copy: list[int] = []  # the last copied prompt position up to each output token (-1: none)
+        self.pointers: dict[int, list[tuple[int, float]]] = {}
         for token in tokens:
             self.push(token)
         self.prompt_len = len(tokens)
@@ -46,46 +53,66 @@ class ContextState:
         for i, token in enumerate(tokens):
             if token == lm.turn_marker:
                 self.turn_start = i + 1
+        boostable = lm.boostable_list
         for i in range(self.turn_start, len(tokens)):
-            if lm.boostable[self.canon[i]]:
+            if boostable[self.canon[i]]:
                 self.prompt_pos[self.canon[i]] = i
         self.copies = []
+        self.last_copy = []
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def push(self, token: int) -> None:
         lm, canon, i = self.lm, self.canon, len(self.tokens)
-        c = int(lm.canon_of[token])
+        c = lm.canon_list[token]
         if i >= 2:
-            self.bigram_next.setdefault((canon[i - 2], canon[i - 1]), []).append(i)
+            key = (canon[i - 2], canon[i - 1])
+            seen = self.bigram_next.get(key)
+            if seen is None:
+                self.bigram_next[key] = [i]
+            else:
+                seen.append(i)
         if self.prompt_len:
-            self.copies.append(self.prompt_pos.get(c, -1))
+            pos = self.prompt_pos.get(c, -1)
+            self.copies.append(pos)
+            last = self.last_copy
+            last.append(pos if pos >= 0 or not last else last[-1])
         self.tokens.append(token)
         canon.append(c)
-        if lm.boostable[c]:
-            self.present[c] += 1
-            if self.present[c] == 1:
-                self.weights[lm.members[c]] = lm.copy_weight
+        if lm.boostable_list[c]:
+            present = self.present[c] + 1
+            self.present[c] = present
+            if present == 1:
+                weights, weight = self.weights, lm.copy_weight
+                for j in lm.member_lists[c]:
+                    weights[j] = weight
 
     def extend(self, tokens: list[int]) -> None:
         for token in tokens:
             self.push(token)
 
     def truncate(self, length: int) -> None:
-        lm, canon = self.lm, self.canon
-        while len(self.tokens) > length:
-            i = len(self.tokens) - 1
-            self.tokens.pop()
+        lm, canon, tokens = self.lm, self.canon, self.tokens
+        if length < self.prompt_len:
+            self.pointers.clear()  # the pointer reads the prompt's tokens
+        boostable = lm.boostable_list
+        while len(tokens) > length:
+            i = len(tokens) - 1
+            tokens.pop()
             c = canon.pop()
             if self.prompt_len and i >= self.prompt_len:
                 self.copies.pop()
+                self.last_copy.pop()
             if i >= 2:
                 self.bigram_next[(canon[i - 2], canon[i - 1])].pop()
-            if lm.boostable[c]:
-                self.present[c] -= 1
-                if self.present[c] == 0:
-                    self.weights[lm.members[c]] = 1.0
+            if boostable[c]:
+                present = self.present[c] - 1
+                self.present[c] = present
+                if present == 0:
+                    weights = self.weights
+                    for j in lm.member_lists[c]:
+                        weights[j] = 1.0
 
     def induction(self) -> int:
         """Canonical id of the token that followed the last earlier occurrence of the current bigram."""
@@ -98,10 +125,26 @@ class ContextState:
 
     def pointer_start(self) -> int:
         """Prompt position after which copying continues: the last copied token, else the user turn."""
-        for pos in reversed(self.copies):
-            if pos >= 0:
-                return pos
+        last = self.last_copy
+        if last and last[-1] >= 0:
+            return last[-1]
         return self.turn_start - 1
+
+    def pointer_pairs(self) -> list[tuple[int, float]]:
+        """(token id, weight) of every boost the pointer applies now, in the order it applies them."""
+        start = self.pointer_start()
+        pairs = self.pointers.get(start)
+        if pairs is None:
+            lm, canon = self.lm, self.canon
+            pairs = []
+            for offset, weight in enumerate(lm.pointer_weights, start=1):
+                pos = start + offset
+                if pos >= self.prompt_len:
+                    break
+                if lm.boostable_list[canon[pos]]:
+                    pairs.extend((j, weight) for j in lm.member_lists[canon[pos]])
+            self.pointers[start] = pairs
+        return pairs
 
 
 class SimLM:
@@ -133,6 +176,9 @@ class SimLM:
         order_idx = np.argsort(canon_of, kind="stable")
         bounds = np.searchsorted(canon_of[order_idx], np.arange(self.num_canon + 1))
         self.members = [order_idx[bounds[c]: bounds[c + 1]] for c in range(self.num_canon)]
+        self.canon_list: list[int] = canon_of.tolist()
+        self.boostable_list: list[bool] = self.boostable.tolist()
+        self.member_lists: list[list[int]] = [m.tolist() for m in self.members]
 
     def state(self, tokens: list[int]) -> ContextState:
         return ContextState(self, tokens)
@@ -144,20 +190,19 @@ class SimLM:
     def copy_features(self, state: ContextState, scores: FloatArray, *, weighted: bool = False) -> FloatArray:
         """``scores`` times this model's copy features read from ``state`` (in place; returned).
 
-        ``weighted``: the context-word boost is already in (``scores`` was built with it).
+        ``weighted``: the context-word boost is already in (``scores`` was built with it). A boost
+        touches one or two tokens, so it is applied token by token (the same products, in the same
+        order, as a fancy-indexed multiply, without its per-call cost).
         """
         if not weighted:
             scores *= state.weights
         ind = state.induction()
-        if ind >= 0 and self.boostable[ind]:
-            scores[self.members[ind]] *= self.induction_weight
-        start, canon, boostable = state.pointer_start(), state.canon, self.boostable
-        for offset, weight in enumerate(self.pointer_weights, start=1):
-            pos = start + offset
-            if pos >= state.prompt_len:
-                break
-            if boostable[canon[pos]]:
-                scores[self.members[canon[pos]]] *= weight
+        if ind >= 0 and self.boostable_list[ind]:
+            weight = self.induction_weight
+            for j in self.member_lists[ind]:
+                scores[j] *= weight
+        for j, weight in state.pointer_pairs():
+            scores[j] *= weight
         return scores
 
     def probs(self, state: ContextState) -> FloatArray:
@@ -167,7 +212,7 @@ class SimLM:
         return scores
 
     def greedy(self, state: ContextState) -> int:
-        return int(np.argmax(self.scores(state)))
+        return int(self.scores(state).argmax())
 
 
 def _render(chat: dict[str, Any], tokenizer: SimTokenizer) -> str:

@@ -60,11 +60,32 @@ class NgramCounts:
             self.follow_cnt.append(cnt.astype(np.float64))
             self.totals.append(np.bincount(pctx, weights=cnt, minlength=num_ctx).astype(np.float64))
             self.types.append(np.diff(indptr).astype(np.float64))
+        self._table, self._row_of, self._flat_tok, self._flat_cnt = self._flatten(smoothing)
         self._cache: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
         self._cache_size = cache_size
         self._shared: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
         self._chains: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
         self._chains_limit = chains_limit
+
+    def _flatten(self, smoothing: float) -> tuple[FloatArray, list[int], IntArray, FloatArray]:
+        """Every level's contexts in one table, a row each: (follower start, end, total, λ), the
+        followers in one array, so a chain's levels are read with one gather instead of a few
+        scalar reads per level. λ is Witten-Bell's total / (total + smoothing · types)."""
+        rows: list[FloatArray] = []
+        row_of = [0]
+        follow_at = 0
+        for n in range(1, self.order):
+            total, types = self.totals[n], self.types[n]
+            denom = total + smoothing * types
+            lam = np.divide(total, denom, out=np.zeros_like(total), where=denom > 0)
+            ptr = self.indptr[n].astype(np.float64) + follow_at
+            rows.append(np.stack([ptr[:-1], ptr[1:], total, lam], axis=1))
+            row_of.append(row_of[-1] + len(total))
+            follow_at += len(self.follow_tok[n])
+        table = np.concatenate(rows) if rows else np.zeros((0, 4))
+        tok = np.concatenate(self.follow_tok[1:]) if self.order > 1 else np.zeros(0, np.int64)
+        cnt = np.concatenate(self.follow_cnt[1:]) if self.order > 1 else np.zeros(0)
+        return table, row_of, tok, cnt
 
     def deepest(self, context: Sequence[int]) -> tuple[int, int]:
         """(n, id) of the longest suffix of ``context`` (up to order-1 tokens) seen with a follower."""
@@ -120,40 +141,39 @@ class NgramCounts:
         while split < len(chain) and chain[split][0] <= SHARED_LEVELS:
             split += 1
         p = self.base
+        deep = chain[split:]
+        row_of = self._row_of
+        levels = self._table[[row_of[level - 1] + lid for level, lid in chain]].tolist()
+        tok, cnt = self._flat_tok, self._flat_cnt
         if split:
             key = chain[split - 1]
             hit = self._shared.get(key)
             if hit is None:
-                for level, lid in chain[:split]:
-                    lam, lo, hi, total = self._level(level, lid)
+                for lo, hi, total, lam in levels[:split]:
+                    a, b = int(lo), int(hi)
                     p = p * (1.0 - lam)
-                    p[self.follow_tok[level][lo:hi]] += lam * self.follow_cnt[level][lo:hi] / total
+                    p[tok[a:b]] += lam * cnt[a:b] / total
                 self._remember(self._shared, key, p)
             else:
                 self._shared.move_to_end(key)
                 p = hit
-        deep = chain[split:]
         if deep:
             scale = 1.0
             coeffs: list[float] = []
             tokens: list[IntArray] = []
             counts: list[FloatArray] = []
-            for level, lid in reversed(deep):
-                lam, lo, hi, total = self._level(level, lid)
+            sizes: list[int] = []
+            for lo, hi, total, lam in reversed(levels[split:]):
+                a, b = int(lo), int(hi)
                 coeffs.append(scale * lam / total)
                 scale *= 1.0 - lam
-                tokens.append(self.follow_tok[level][lo:hi])
-                counts.append(self.follow_cnt[level][lo:hi])
-            weights = np.concatenate(counts) * np.repeat(coeffs, [len(t) for t in tokens])
+                tokens.append(tok[a:b])
+                counts.append(cnt[a:b])
+                sizes.append(b - a)
+            weights = np.concatenate(counts) * np.repeat(coeffs, sizes)
             p = p * scale + np.bincount(np.concatenate(tokens), weights=weights, minlength=self.vocab_size)
         self._remember(self._cache, chain[-1], p)
         return p
-
-    def _level(self, level: int, lid: int) -> tuple[float, int, int, float]:
-        """(λ, follower slice start, end, total count) of one context: Witten-Bell's weight."""
-        lo, hi = int(self.indptr[level][lid]), int(self.indptr[level][lid + 1])
-        total, types = float(self.totals[level][lid]), float(self.types[level][lid])
-        return total / (total + self.smoothing * types), lo, hi, total
 
     def _remember(self, cache: OrderedDict[tuple[int, int], FloatArray], key: tuple[int, int], p: FloatArray) -> None:
         p.flags.writeable = False
