@@ -274,7 +274,7 @@ class SimEngine:
             if grammar is not None:
                 apply_mask(scores, grammar.mask())
             if is_greedy(params):
-                token = int(np.argmax(scores))
+                token = int(scores.argmax())
             else:
                 token = sample(adjust(scores, params.temperature, params.top_k, params.top_p, inplace=True), seq.rng)
         seq.emit(token, self.tokenizer, self.max_model_len)

@@ -44,7 +44,7 @@ def _draw(scores: FloatArray, seq: Seq, probabilistic: bool) -> tuple[int, Float
     """One draft token from unnormalised ``scores``: the argmax (one-hot), or a draw from the adjusted q."""
     params = seq.req.sampling
     if not probabilistic or is_greedy(params):
-        return int(np.argmax(scores)), None
+        return int(scores.argmax()), None
     q = adjust(scores, params.temperature, params.top_k, params.top_p, inplace=True)
     return sample(q, seq.rng), q
 

@@ -18,6 +18,9 @@ from .ngram import FloatArray
 _RESCALE_BELOW_T = 0.05  # above it max(p)^(1/T) >= (1/vocab)^20 cannot underflow for vocabularies < 10^15
 _BLOCK = 64
 _NUCLEUS_FIRST = 64  # sample() finds the block of the inverse CDF first, then the token inside it
+# What ndarray.sum and np.cumsum call, without their Python wrappers (the same sums, bit for bit).
+_reduce = np.add.reduce
+_accumulate = np.add.accumulate
 
 
 def is_greedy(params: SamplingParams) -> bool:
@@ -46,7 +49,7 @@ def adjust(p: FloatArray, temperature: float, top_k: int, top_p: float, *, inpla
         q[kept] = head
     elif top_p < 1.0:
         _nucleus(q, top_p)
-    q /= q.sum()
+    q /= _reduce(q)
     return q
 
 
@@ -76,19 +79,18 @@ def sample(p: FloatArray, rng: np.random.Generator) -> int:
     """
     n = len(p)
     whole = n - n % _BLOCK
-    sums = p[:whole].reshape(-1, _BLOCK).sum(axis=1)
-    bcum = np.cumsum(sums)
+    bcum = _accumulate(_reduce(p[:whole].reshape(-1, _BLOCK), axis=1))
     body = float(bcum[-1]) if whole else 0.0
-    x = rng.random() * (body + float(p[whole:].sum()))
+    x = rng.random() * (body + float(_reduce(p[whole:])))
     if x < body:
-        b = int(np.searchsorted(bcum, x, side="right"))
+        b = int(bcum.searchsorted(x, side="right"))
         lo = b * _BLOCK
         x -= float(bcum[b - 1]) if b else 0.0
     else:
         lo = whole
         x -= body
     block = p[lo: lo + _BLOCK]
-    i = int(np.searchsorted(np.cumsum(block), x, side="right"))
+    i = int(_accumulate(block).searchsorted(x, side="right"))
     if i >= len(block):  # x rounded up to the block's total: its last token with mass
         nonzero = np.flatnonzero(block)
         if not len(nonzero):  # an empty tail block reached by rounding: the last token with mass
@@ -119,7 +121,7 @@ def residual(p: FloatArray, q: FloatArray | None, token: int) -> FloatArray:
         r[token] = 0.0
     else:
         r = np.maximum(r - q, 0.0)
-    total = r.sum()
+    total = _reduce(r)
     if total <= 0.0:
         return p
     r /= total

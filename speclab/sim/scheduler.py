@@ -121,13 +121,15 @@ class Scheduler:
                 if n == 0:
                     i += 1
                     continue
+            lost = False  # seq itself was preempted to make room
             while not self._try_allocate(seq, n):
                 victim = self.running[-1]
                 self._preempt(victim)
                 preempted += 1
                 if victim is seq:
+                    lost = True
                     break
-            if seq not in self.running:
+            if lost:
                 break
             out.append(Scheduled(seq, n, seq.num_computed, drafts, qs, prefill))
             budget -= n

@@ -56,7 +56,9 @@ class TargetView:
         have = len(self.state) - self.base
         if have > i:
             self.state.truncate(self.base + i)
-        else:
+        elif have == i - 1:
+            self.state.push(self.drafts[have])
+        elif have < i:
             self.state.extend(list(self.drafts[have:i]))
         scores = self.lm.scores(self.state)
         return scores if self.masks is None else apply_mask(scores, self.masks[i])
@@ -79,7 +81,7 @@ class TargetView:
     def argmax(self, i: int) -> int:
         hit = self._argmax.get(i)
         if hit is None:
-            hit = self._argmax[i] = int(np.argmax(self._raw[i] if i in self._raw else self._scores(i)))
+            hit = self._argmax[i] = int((self._raw[i] if i in self._raw else self._scores(i)).argmax())
         return hit
 
     def close(self) -> None:
