@@ -6,6 +6,7 @@ per-request ``metrics`` object) can be read in one place and unit-tested without
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,6 +243,38 @@ def request_metrics(times: RequestTimes | None, spec: RequestSpecStats | None, n
             sd["per_step_drafted"] = list(spec.per_step_drafted)
         out["speculative_decoding"] = sd
     return out or None
+
+
+def sse(obj: Any) -> bytes:
+    """One server-sent event carrying ``obj`` as compact JSON."""
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+class ChunkBytes:
+    """A stream's mid-stream content chunk, the bytes ``sse`` would write for it, from a template.
+
+    Every step writes one such chunk per stream (text so far, no finish reason, usage when
+    continuous), so the constant parts (id, object, created, model, the choice's nulls) are encoded
+    once per stream; only the text and the token counts are encoded per chunk.
+    """
+
+    def __init__(self, base: dict[str, Any], *, chat: bool) -> None:
+        head = json.dumps(base, separators=(",", ":"))[:-1]
+        if chat:
+            self._head = f'data: {head},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            self._tail = b'},"logprobs":null,"finish_reason":null}]'
+        else:
+            self._head = f'data: {head},"choices":[{{"index":0,"text":'.encode()
+            self._tail = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]'
+
+    def content(self, text: str, usage_counts: tuple[int, int] | None = None) -> bytes:
+        """The chunk for ``text``; ``usage_counts`` (prompt, completion tokens) adds the usage object."""
+        body = self._head + json.dumps(text).encode() + self._tail
+        if usage_counts is None:
+            return body + b"}\n\n"
+        prompt, completion = usage_counts
+        return body + (f',"usage":{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},'
+                       f'"completion_tokens":{completion}}}}}\n\n').encode()
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:

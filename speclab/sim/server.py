@@ -28,12 +28,14 @@ from .cli import ServerArgs
 from .prom import SimMetrics
 from .serve_loop import Delivery, EngineDeadError, EngineLoop, RequestStream
 from .serve_protocol import (
+    ChunkBytes,
     IncrementalDetokenizer,
     ParsedRequest,
     RequestError,
     error_body,
     parse_request,
     request_metrics,
+    sse,
     usage,
 )
 from .wire_faults import FaultPlan, WireFaults
@@ -42,10 +44,6 @@ VLLM_VERSION = "0.33.0"
 OWNED_BY = "speclab-sim (simulated)"
 PROTECTED_PREFIXES = ("/v1", "/v2", "/inference")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _sse(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -257,6 +255,7 @@ class _Streamer:
         self.n_tokens = 0
         self.content_chunks = 0
         self.first = True
+        self.chunk_bytes = ChunkBytes(self.base, chat=chat)
 
     async def run(self) -> web.StreamResponse:
         await self.resp.prepare(self.request)
@@ -266,7 +265,7 @@ class _Streamer:
             d: Delivery = await self.stream.queue.get()
             if d.output is None:
                 err = error_body(f"EngineCore encountered an issue: {self.stream.error}", "InternalServerError", 500)
-                await self.resp.write(_sse(err) + b"data: [DONE]\n\n")
+                await self.resp.write(sse(err) + b"data: [DONE]\n\n")
                 return self.resp
             out = d.output
             self.n_tokens += len(out.new_token_ids)
@@ -293,6 +292,11 @@ class _Streamer:
                 return self.resp
 
     async def _content(self, text: str, ids: list[int], reason: str | None, stop_reason: str | int | None) -> None:
+        if not self.first and reason is None and not self.p.return_token_ids:
+            counts = (len(self.p.prompt_ids), self.n_tokens) if self.p.continuous_usage else None
+            self.content_chunks += 1
+            await self.resp.write(self.chunk_bytes.content(text, counts))
+            return
         choice: dict[str, Any]
         if self.first and self.chat:
             role: dict[str, Any] = {**self.base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
@@ -301,7 +305,7 @@ class _Streamer:
                 role["prompt_token_ids"] = self.p.prompt_ids
             if self.p.continuous_usage:
                 role["usage"] = usage(len(self.p.prompt_ids), 0)
-            await self.resp.write(_sse(role))
+            await self.resp.write(sse(role))
         if self.chat:
             choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason}
             if reason is not None:
@@ -317,7 +321,7 @@ class _Streamer:
             chunk["usage"] = usage(len(self.p.prompt_ids), self.n_tokens)
         self.first = False
         self.content_chunks += 1
-        await self.resp.write(_sse(chunk))
+        await self.resp.write(sse(chunk))
 
     async def _tail(self, final: RequestOutput) -> None:
         if self.p.include_usage:
@@ -325,7 +329,7 @@ class _Streamer:
             metrics = self.s._metrics_for(final if final.finished else None, self.n_tokens)
             if metrics is not None:
                 tail["metrics"] = metrics
-            await self.resp.write(_sse(tail))
+            await self.resp.write(sse(tail))
         await self.resp.write(b"data: [DONE]\n\n")
         await self.resp.write_eof()
         self.s._finished_response()
