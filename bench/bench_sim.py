@@ -6,8 +6,16 @@ requests, output tokens/s (from usage), and the simulator's ``speclab_sim_clock_
 sampled at 20 Hz (p50 / p90 / max). "Sustained" is the highest level whose p90 drift stays under
 ``--drift-ms`` (the client shares the host's cores, so single samples spike).
 
+``--baseline DIR`` runs the same levels, in the same run, against a simulator started from another
+checkout (``git worktree add DIR COMMIT``; started with DIR as its working directory and
+PYTHONPATH, so it imports DIR's ``speclab``), alternating old and new at every level, and prints
+both sustained levels and their ratio. Only one simulator has load at a time.
+
     .venv/bin/python bench/bench_sim.py sim-8b --levels 1,8,32,64 --seconds 4 \
         --sim-args "--speculative-config '{\"model\": \"sim-1b\", \"num_speculative_tokens\": 3}'"
+    git worktree add /tmp/sim-old main
+    .venv/bin/python bench/bench_sim.py sim-8b --levels 8,16,24,32,48,64,96,128 --baseline /tmp/sim-old \
+        --sim-args "--max-num-seqs 256 --speculative-config '{\"model\": \"sim-1b\", \"num_speculative_tokens\": 4}'"
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shlex
 import socket
 import statistics
@@ -89,6 +98,18 @@ async def level(url: str, concurrency: int, seconds: float, max_tokens: int) -> 
     return totals[0], totals[1] / elapsed, drift
 
 
+def start(tree: Path, argv: list[str]) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.Popen(argv, cwd=tree, env=env, stdout=subprocess.DEVNULL)
+
+
+def package_of(tree: Path) -> str:
+    """Where ``speclab`` is imported from when the simulator runs in ``tree`` (so a baseline is what it says)."""
+    out = subprocess.run([sys.executable, "-c", "import speclab; print(speclab.__file__)"], cwd=tree,
+                         env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=True)
+    return str(Path(out.stdout.strip()).parent)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", nargs="?", default="sim-8b")
@@ -98,36 +119,54 @@ async def main() -> None:
     ap.add_argument("--drift-ms", type=float, default=5.0)
     ap.add_argument("--module", default="speclab.sim", help="e.g. tests.sim_server.fake_main")
     ap.add_argument("--sim-args", default="", help="extra simulator flags, one string")
+    ap.add_argument("--baseline", type=Path, help="another checkout to run side by side (the old engine)")
     a = ap.parse_args()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    trees = {"new": ROOT}
+    if a.baseline is not None:
+        if not (a.baseline / "speclab" / "sim").is_dir():
+            raise SystemExit(f"--baseline {a.baseline}: no speclab/sim package there")
+        trees = {"old": a.baseline.resolve(), "new": ROOT}
     extra = shlex.split(a.sim_args)
-    argv = [sys.executable, "-m", a.module, a.model, "--host", "127.0.0.1", "--port", str(port), *extra]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL)
+    urls: dict[str, str] = {}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        ready = await wait_healthy(url, proc, 60)
-        print(f"simulator: {' '.join(argv[2:])}")
-        print(f"start-up to healthy /health: {ready:.2f} s")
-        print(f"{'concurrency':>11} {'requests':>9} {'tokens/s':>10} {'drift p50 ms':>13} {'p90 ms':>8} "
+        for name, tree in trees.items():
+            port = free_port()
+            urls[name] = f"http://127.0.0.1:{port}"
+            argv = [sys.executable, "-m", a.module, a.model, "--host", "127.0.0.1", "--port", str(port), *extra]
+            procs[name] = start(tree, argv)
+            ready = await wait_healthy(urls[name], procs[name], 60)
+            print(f"{name}: {package_of(tree)}")
+            print(f"{name}: simulator: {' '.join(argv[2:])}")
+            print(f"{name}: start-up to healthy /health: {ready:.2f} s")
+        print(f"{'engine':>6} {'concurrency':>11} {'requests':>9} {'tokens/s':>10} {'drift p50 ms':>13} {'p90 ms':>8} "
               f"{'max ms':>8}")
-        sustained = None
+        sustained: dict[str, tuple[int, float] | None] = {name: None for name in trees}
         for c in (int(x) for x in a.levels.split(",")):
-            done, tps, drift = await level(url, c, a.seconds, a.max_tokens)
-            ordered = sorted(drift) or [float("nan")]
-            p50 = statistics.median(ordered) * 1e3
-            p90 = ordered[int(0.9 * (len(ordered) - 1))] * 1e3
-            mx = ordered[-1] * 1e3
-            print(f"{c:>11} {done:>9} {tps:>10.0f} {p50:>13.2f} {p90:>8.2f} {mx:>8.2f}")
-            if drift and p90 < a.drift_ms:
-                sustained = (c, tps)
-        if sustained:
-            print(f"sustained with p90 drift < {a.drift_ms} ms: {sustained[0]} concurrent sequences, "
-                  f"{sustained[1]:.0f} output tokens/s")
-        else:
-            print(f"no level kept p90 drift under {a.drift_ms} ms")
+            for name in trees:
+                done, tps, drift = await level(urls[name], c, a.seconds, a.max_tokens)
+                ordered = sorted(drift) or [float("nan")]
+                p50 = statistics.median(ordered) * 1e3
+                p90 = ordered[int(0.9 * (len(ordered) - 1))] * 1e3
+                mx = ordered[-1] * 1e3
+                print(f"{name:>6} {c:>11} {done:>9} {tps:>10.0f} {p50:>13.2f} {p90:>8.2f} {mx:>8.2f}", flush=True)
+                if drift and p90 < a.drift_ms:
+                    sustained[name] = (c, tps)
+        for name, best in sustained.items():
+            if best:
+                print(f"{name}: sustained with p90 drift < {a.drift_ms} ms: {best[0]} concurrent sequences, "
+                      f"{best[1]:.0f} output tokens/s")
+            else:
+                print(f"{name}: no level kept p90 drift under {a.drift_ms} ms")
+        old, new = sustained.get("old"), sustained.get("new")
+        if a.baseline is not None and old and new:
+            print(f"new / old sustained sequences: {new[0] / old[0]:.2f}x (tokens/s at those levels: "
+                  f"{new[1] / old[1]:.2f}x)")
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(timeout=10)
 
 
 if __name__ == "__main__":
