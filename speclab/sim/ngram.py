@@ -170,9 +170,27 @@ class NgramCounts:
                 tokens.append(tok[a:b])
                 counts.append(cnt[a:b])
                 sizes.append(b - a)
-            weights = np.concatenate(counts) * np.repeat(coeffs, sizes)
-            p = p * scale + np.bincount(np.concatenate(tokens), weights=weights, minlength=self.vocab_size)
+            p = self._add_followers(p * scale, tokens, np.concatenate(counts) * np.array(coeffs).repeat(sizes))
         self._remember(self._cache, chain[-1], p)
+        return p
+
+    def _add_followers(self, p: FloatArray, tokens: list[IntArray], weights: FloatArray) -> FloatArray:
+        """``p + bincount(tokens, weights)`` over the vocabulary, summed over the shallowest level's
+        followers only (in place on ``p``, a fresh array).
+
+        A deeper context's followers are among its suffix's, so every token is one of the last
+        (shallowest) level's sorted followers: the per-token sums are bincount's, in the same order,
+        and every other token gets + 0.0. Should that ever not hold, the full bincount is used.
+        """
+        shallow = tokens[-1]
+        if len(tokens) == 1:
+            p[shallow] += weights  # one level: each token once, and bincount's 0.0 + w is w
+            return p
+        flat = np.concatenate(tokens)
+        at = shallow.searchsorted(flat)
+        if not (at < len(shallow)).all() or not (shallow[at] == flat).all():
+            return p + np.bincount(flat, weights=weights, minlength=self.vocab_size)
+        p[shallow] += np.bincount(at, weights=weights, minlength=len(shallow))
         return p
 
     def _remember(self, cache: OrderedDict[tuple[int, int], FloatArray], key: tuple[int, int], p: FloatArray) -> None:
