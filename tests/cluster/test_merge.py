@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.records import RequestRecord
 from speclab.traffic import Target, TrafficRunner, build_plan
@@ -15,6 +17,9 @@ from speclab.traffic.cluster.runner import RayTrafficRunner
 from ..traffic.fake_server import FakeServer
 from .ray_nodes import RayCluster
 from .test_ray_runner import _scenario
+
+# The first test to use the cluster also pays for starting it (about a minute on a loaded 2-core host).
+pytestmark = pytest.mark.timeout(300)
 
 VARIANTS, CLASSES = ("base", "spec"), ("qa",)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
 from speclab.traffic import Target, WorkerHealth, build_plan
@@ -14,6 +16,9 @@ from speclab.traffic.cluster.runner import RayTrafficRunner
 
 from ..traffic.fake_server import FakeServer
 from .ray_nodes import RayCluster
+
+# The first test to use the cluster also pays for starting it (about a minute on a loaded 2-core host).
+pytestmark = pytest.mark.timeout(300)
 
 
 def _scenario(**top: Any) -> Scenario:

@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from speclab.model.exit_codes import ExitCode
 
 from ..outcome import assert_measured
 from ..session.conftest import read_report
 from .ray_nodes import RayCluster
+
+# The first test to use the cluster also pays for starting it (about a minute on a loaded 2-core host).
+pytestmark = pytest.mark.timeout(300)
 
 RUN = ["run", "smoke", "--variants", "baseline,k2"]
 

@@ -45,9 +45,10 @@ def test_a_clock_bound_past_the_limit_flags_the_interval() -> None:
     tight = annotate(_health(0, 3), "10.0.0.2/ab12cd34", ClockOffset(0.25, 0.0012))
     assert tight.node == "10.0.0.2/ab12cd34" and not tight.saturated
     assert tight.clock_offset_ms == pytest.approx(250.0) and tight.clock_bound_ms == pytest.approx(1.2)
-    wide = annotate(_health(0, 4, saturated=True, reason="client CPU 95% of a core"), "n", ClockOffset(0.0, 0.008))
-    assert wide.saturated and wide.reason == (f"client CPU 95% of a core; clock offset bound ±8.0 ms > "
-                                              f"{CLOCK_BOUND_LIMIT_MS:g} ms")
+    bound = 2 * CLOCK_BOUND_LIMIT_MS / 1000.0
+    wide = annotate(_health(0, 4, saturated=True, reason="client CPU 95% of a core"), "n", ClockOffset(0.0, bound))
+    assert wide.saturated and wide.reason == (f"client CPU 95% of a core; clock offset bound "
+                                              f"±{2 * CLOCK_BOUND_LIMIT_MS:.1f} ms > {CLOCK_BOUND_LIMIT_MS:g} ms")
     assert annotate(_health(1, 4), "n", None).clock_bound_ms == 0.0
 
 
