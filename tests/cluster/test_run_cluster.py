@@ -17,7 +17,7 @@ import pytest
 
 from speclab.model.exit_codes import ExitCode
 
-from ..outcome import assert_measured
+from ..outcome import SATURATED
 from ..session.conftest import read_report
 from .ray_nodes import RayCluster
 
@@ -39,6 +39,15 @@ def _by_class(report: dict[str, Any]) -> dict[tuple[str, str], tuple[Any, ...]]:
 
 def _requests(recording: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (recording / "requests.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _assert_accounted(out: subprocess.CompletedProcess[str]) -> None:
+    """Exit 0, or exit 5 when the host's timing failed the run (the client or a simulator behind its
+    clock on a loaded host, both runs sharing it): counts and acceptance do not depend on timing."""
+    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    assert out.returncode == ExitCode.OK or (
+        out.returncode == ExitCode.MEASUREMENT_INVALID and ("fell behind" in last or SATURATED in last)
+    ), out.stdout + out.stderr
 
 
 def _run_together(*commands: list[str], cwd: Path, timeout: float = 120) -> list[subprocess.CompletedProcess[str]]:
@@ -64,8 +73,8 @@ def test_two_node_run_equals_a_single_host_run(ray_cluster: RayCluster, tmp_path
         [*RUN, "--workers", "2", "--report", str(tmp_path / "local"), "--record", str(tmp_path / "lrec")],
         [*RUN, "--cluster", ray_cluster.address, "--report", str(tmp_path / "ray"), "--record", str(tmp_path / "rrec")],
         cwd=tmp_path)
-    assert_measured(local)
-    assert_measured(cluster)
+    for out in (local, cluster):
+        _assert_accounted(out)
     one, two = read_report(tmp_path / "local"), read_report(tmp_path / "ray")
 
     for report in (one, two):
