@@ -14,6 +14,7 @@ import click
 from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.time_scale import parse_time_scale
+from speclab.servers.backends.ids import AUTO
 from speclab.session.options import RunOptions
 
 from .options import cluster_settings, metrics_settings
@@ -160,9 +161,11 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
     for warning in rec.warnings:
         click.echo(f"warning: {warning}", err=True)
     if opts.get("refire"):
-        from speclab.headless.refire import refire
+        from speclab.headless.refire import RefireOptions, refire
 
-        return int(asyncio.run(refire(rec, opts)))
+        refire_options = RefireOptions(lab_name=opts.get("lab_name"), engine=opts.get("engine") or AUTO,
+                                       report_dir=opts.get("report_dir"), force=bool(opts.get("force")))
+        return int(asyncio.run(refire(rec, refire_options)))
     if opts.get("report_dir"):
         from speclab.headless.progress import timeline_rows
         from speclab.headless.run import flag_trailing
