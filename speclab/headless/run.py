@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
 from speclab.reports import build_report, write_report
 from speclab.servers.memory import memory_table
+from speclab.session.follow import follow
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
 from speclab.session.signals import catch_interrupts, hold, release_interrupts
@@ -160,44 +160,17 @@ async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO,
                   events: list[Event]) -> Snapshot:
     """Print every event and a line per snapshot that closed intervals (and keep every event for
     the report) until the run ends or is interrupted; return the final snapshot."""
-    stream = session.snapshots()
-    stop_wait = asyncio.ensure_future(interrupted.wait())
-    try:
-        while True:
-            next_snap = asyncio.ensure_future(anext(stream))
-            done, _ = await asyncio.wait({next_snap, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            if next_snap not in done:
-                print("interrupted: draining in-flight requests, writing what was measured", file=out, flush=True)
-                stopper = asyncio.ensure_future(session.stop("interrupted"))
-                while True:  # read on to the final snapshot, so no interval or event is skipped
-                    done, _ = await asyncio.wait({next_snap, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                    if next_snap not in done:  # stopped: what it published is queued already
-                        done, _ = await asyncio.wait({next_snap}, timeout=1.0)
-                    if next_snap not in done:
-                        next_snap.cancel()
-                        break
-                    try:
-                        snap = next_snap.result()
-                    except StopAsyncIteration:
-                        break
-                    events.extend(snap.events)
-                    if snap.finished:
-                        break
-                    next_snap = asyncio.ensure_future(anext(stream))
-                await stopper
-                return await session.wait()
-            try:
-                snap = next_snap.result()
-            except StopAsyncIteration:
-                return await session.wait()
-            events.extend(snap.events)
-            for event in snap.events:
-                print(f"event t={event.t:.1f}s {event.kind}: {event.message}", file=out)
-            if snap.intervals:
-                print(progress_line(snap) + sim_flag(session, snap), file=out, flush=True)
-            if snap.finished:
-                return snap
-    finally:
-        stop_wait.cancel()
-        with contextlib.suppress(Exception):
-            await stream.aclose()  # type: ignore[attr-defined]
+    async def step(snap: Snapshot) -> bool:
+        events.extend(snap.events)
+        for event in snap.events:
+            print(f"event t={event.t:.1f}s {event.kind}: {event.message}", file=out)
+        if snap.intervals:
+            print(progress_line(snap) + sim_flag(session, snap), file=out, flush=True)
+        return False
+
+    def say_interrupted() -> None:
+        print("interrupted: draining in-flight requests, writing what was measured", file=out, flush=True)
+
+    final, _ = await follow(session, interrupted, step, on_interrupt=say_interrupted,
+                            drain=lambda snap: events.extend(snap.events))
+    return final

@@ -47,6 +47,7 @@ from speclab.sweep import (
 from speclab.sweep.output import write_sweep
 from speclab.traffic.schedule import Plan, build_plan
 
+from .follow import follow
 from .live import LiveSession
 from .options import RunOptions, load_scenario
 from .sweep_lab import cell_lab, lab_carries_schedules
@@ -346,29 +347,14 @@ class SweepDriver:
         assert session.runner is not None
         start = session.time_scale.to_model(session.runner.traffic_start or 0.0)
         enough_at = start + self.grid.warmup_s + self.setup.cell_s
-        stream = session.snapshots()
-        stop_wait = asyncio.ensure_future(interrupted.wait())
-        try:
-            while True:
-                next_snap = asyncio.ensure_future(anext(stream))
-                done, _ = await asyncio.wait({next_snap, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if next_snap not in done:
-                    next_snap.cancel()
-                    await session.stop("interrupted")
-                    return await session.wait(), True
-                try:
-                    snap = next_snap.result()
-                except StopAsyncIteration:
-                    return await session.wait(), False
-                if snap.finished:
-                    return snap, False
-                if snap.t >= enough_at and self._enough(snap, variant):
-                    await session.stop("complete")
-                    return await session.wait(), False
-        finally:
-            stop_wait.cancel()
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+
+        async def step(snap: Snapshot) -> bool:
+            if snap.finished or snap.t < enough_at or not self._enough(snap, variant):
+                return False
+            await session.stop("complete")
+            return True
+
+        return await follow(session, interrupted, step)
 
     def _enough(self, snap: Snapshot, variant: str) -> bool:
         stats = snap.cumulative.get(variant)
