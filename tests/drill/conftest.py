@@ -21,37 +21,9 @@ from typing import Any
 import psutil
 
 from tests.gateway.conftest import haproxy_or_skip, wait_gone
+from tests.labs import BASELINE, K4, lab_toml
 
-LAB = """
-name = "drilllab"
-[target]
-model = "meta-llama/Llama-3.1-8B-Instruct"
-revision = "main"
-sim_model = "sim-8b"
-[draft]
-method = "draft_model"
-model = "meta-llama/Llama-3.2-1B-Instruct"
-revision = "main"
-sim_model = "sim-1b"
-[pair]
-target_model = "meta-llama/Llama-3.1-8B-Instruct"
-target_revision = "main"
-draft_model = "meta-llama/Llama-3.2-1B-Instruct"
-draft_revision = "main"
-[server]
-max_num_seqs = 16
-max_model_len = 2048
-{server_extra}
-[[variants]]
-name = "baseline"
-speculative = false
-[[variants]]
-name = "k4"
-num_speculative_tokens = 4
-{faults}
-[gateway]
-tenants = {{ A = "baseline", B = "k4" }}
-"""
+GATEWAY = '[gateway]\ntenants = { A = "baseline", B = "k4" }\n'
 
 SCENARIO = """
 name = "drillmix"
@@ -82,7 +54,8 @@ properties = {{ name = {{ type = "string" }}, arguments = {{ type = "object" }} 
 def write_inputs(directory: Path, *, faults: str = "", server_extra: str = "") -> tuple[Path, Path]:
     """The test lab (``faults``: a simulator fault list for k4) and a short scenario."""
     lab = directory / "drilllab.toml"
-    lab.write_text(LAB.format(faults=f"sim_faults = [{faults}]" if faults else "", server_extra=server_extra))
+    k4 = K4 + (f"sim_faults = [{faults}]\n" if faults else "")
+    lab.write_text(lab_toml("drilllab", server_extra=server_extra, variants=BASELINE + k4, rest=GATEWAY))
     scenario = directory / "drillmix.toml"
     scenario.write_text(SCENARIO.format())
     return lab, scenario

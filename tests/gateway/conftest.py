@@ -25,38 +25,12 @@ import pytest
 from speclab.gateway.controller import GatewayController
 from speclab.gateway.routing import RoutingTable
 from speclab.gateway.state import GatewayState
+from tests.labs import BASELINE, K4, lab_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "sim-8b"
-LAB = f"""
-name = "gw"
-[target]
-model = "meta-llama/Llama-3.1-8B-Instruct"
-revision = "main"
-sim_model = "{MODEL}"
-[draft]
-method = "draft_model"
-model = "meta-llama/Llama-3.2-1B-Instruct"
-revision = "main"
-sim_model = "sim-1b"
-[pair]
-target_model = "meta-llama/Llama-3.1-8B-Instruct"
-target_revision = "main"
-draft_model = "meta-llama/Llama-3.2-1B-Instruct"
-draft_revision = "main"
-[server]
-max_num_seqs = 16
-max_model_len = 2048
-[[variants]]
-name = "baseline"
-speculative = false
-[[variants]]
-name = "k4"
-num_speculative_tokens = 4
-[gateway]
-tenants = {{ A = "baseline", B = "k4", C = "canary" }}
-routes = {{ "/v1/completions" = "k4", "{MODEL}" = "canary" }}
-"""
+GATEWAY = f'[gateway]\ntenants = {{ A = "baseline", B = "k4", C = "canary" }}\n' \
+          f'routes = {{ "/v1/completions" = "k4", "{MODEL}" = "canary" }}\n'
 
 
 def haproxy_or_skip() -> str:
@@ -71,10 +45,10 @@ def haproxy_or_skip() -> str:
 def write_lab(directory: Path, *, baseline_only: bool = False) -> Path:
     """The test lab; ``baseline_only`` serves one variant (a quicker start for the exit-path tests)."""
     path = directory / "gw.toml"
-    text = LAB
     if baseline_only:
-        head, _, _ = LAB.partition("[[variants]]\nname = \"k4\"")
-        text = head + '[gateway]\ntenants = { A = "baseline" }\n'
+        text = lab_toml("gw", target_sim=MODEL, rest='[gateway]\ntenants = { A = "baseline" }\n')
+    else:
+        text = lab_toml("gw", target_sim=MODEL, variants=BASELINE + K4, rest=GATEWAY)
     path.write_text(text)
     return path
 

@@ -9,38 +9,14 @@ from typing import Any
 
 import pytest
 
-LAB_TEMPLATE = """
-name = "{name}"
-[target]
-model = "meta-llama/Llama-3.1-8B-Instruct"
-revision = "main"
-sim_model = "sim-8b"
-[draft]
-method = "draft_model"
-model = "meta-llama/Llama-3.2-1B-Instruct"
-revision = "main"
-sim_model = "sim-1b"
-[pair]
-target_model = "meta-llama/Llama-3.1-8B-Instruct"
-target_revision = "main"
-draft_model = "meta-llama/Llama-3.2-1B-Instruct"
-draft_revision = "main"
-[server]
-max_num_seqs = {max_num_seqs}
-max_model_len = 4096
-sim_gpu = "H100"
-{server_extra}
-[[variants]]
-name = "baseline"
-speculative = false
-{variant_extra}
-"""
+from tests.labs import BASELINE, lab_toml
 
 
 def write_lab(path: Path, *, name: str = "t", max_num_seqs: int = 64, server_extra: str = "",
               variant_extra: str = "") -> Path:
-    path.write_text(LAB_TEMPLATE.format(name=name, max_num_seqs=max_num_seqs, server_extra=server_extra,
-                                        variant_extra=variant_extra))
+    extra = 'sim_gpu = "H100"\n' + server_extra
+    path.write_text(lab_toml(name, max_num_seqs=max_num_seqs, max_model_len=4096, server_extra=extra,
+                             variants=BASELINE + variant_extra + "\n"))
     return path
 
 
