@@ -25,24 +25,16 @@ import pytest
 from speclab.monitoring import rules
 from speclab.monitoring.kit import DASHBOARD_FILE, write_kit
 
-from .tools import Prometheus, Sim, free_port, has_data, needs_prometheus, wait_for
+from .tools import Prometheus, Sim, as_grafana_sends, free_port, has_data, needs_prometheus, wait_for
 
 pytestmark = needs_prometheus
 
 MODEL = "sim-8b"
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$job": ".*", "$instance": ".*", "$model_name": ".*"}
 
 
 def _sim_args(k: int, memory: str) -> list[str]:
     spec = {"method": "draft_model", "model": "sim-1b", "num_speculative_tokens": k}
     return [MODEL, "--speculative-config", json.dumps(spec), "--gpu-memory-utilization", memory]
-
-
-def as_grafana_sends(expr: str) -> str:
-    for name, value in GRAFANA_VARIABLES.items():
-        expr = expr.replace(name, value)
-    assert "$" not in expr, expr
-    return expr
 
 
 @dataclass

@@ -25,6 +25,7 @@ from .tools import (
     PROMTOOL,
     Prometheus,
     SpeclabRun,
+    as_grafana_sends,
     free_port,
     has_data,
     http_get,
@@ -38,14 +39,6 @@ pytestmark = [needs_prometheus, pytest.mark.timeout(420)]
 
 RUN = ["mixed", "--variants", "baseline,k2", "--duration", "16", "--rate", "3",
        "--change", "5:k2:num_speculative_tokens=3", "--metrics-hold", "600"]
-GRAFANA = {"$__rate_interval": "1m", "$variant": ".*"}
-
-
-def _grafana(expr: str) -> str:
-    for name, value in GRAFANA.items():
-        expr = expr.replace(name, value)
-    assert "$" not in expr, expr
-    return expr
 
 
 @dataclass
@@ -66,7 +59,7 @@ def _speclab_queries(board: dict[str, Any]) -> list[tuple[str, str]]:
 def _missing(live: Live) -> list[str]:
     now = time.time()
     return [name for name, expr in _speclab_queries(live.board)
-            if not has_data(live.prom.query_range(_grafana(expr), live.start, now))]
+            if not has_data(live.prom.query_range(as_grafana_sends(expr), live.start, now))]
 
 
 @pytest.fixture(scope="module")
