@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections import deque
@@ -25,6 +26,7 @@ from speclab.model.errors import ServerNotReadyError
 from .backends.base import ExitCause, MemoryLines
 from .backends.vllm import EXIT_CAUSES, MEMORY_LINES
 from .causes import describe_exit
+from .launcher import launch
 from .memory import MemoryInfo
 from .reaper import PID_LINE
 
@@ -42,6 +44,38 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _spawn(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+class _Child:
+    """The reaper as ``asyncio.subprocess.Process`` offers it (pid, returncode, wait, send_signal), for a
+    ``Popen`` started on the launching thread (``launcher``) rather than on the event loop's."""
+
+    WAIT_POLL_S = 0.02
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout: asyncio.StreamReader | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        while (code := self._popen.poll()) is None:
+            await asyncio.sleep(self.WAIT_POLL_S)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self._popen.poll() is None:
+            self._popen.send_signal(sig)
+        else:
+            raise ProcessLookupError(self.pid)
 
 
 class ServerProcess:
@@ -75,7 +109,7 @@ class ServerProcess:
         self._exit_causes = exit_causes
         self.server_pid: int | None = None
         self._on_line = on_line
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: _Child | None = None
         self._reader: asyncio.Task[None] | None = None
 
     @property
@@ -90,15 +124,13 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "speclab.servers.reaper", "--parent", str(os.getpid()),
                "--grace", f"{self.grace_s:g}", "--", *self.argv]
-        self._proc = await asyncio.create_subprocess_exec(
-            *cmd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, **self.env},
-            start_new_session=True,
-        )
-        self._reader = asyncio.create_task(self._read(self._proc.stdout))
+        popen = await launch(_spawn, cmd, {**os.environ, **self.env})
+        self._proc = child = _Child(popen)
+        assert popen.stdout is not None
+        stream = asyncio.StreamReader()
+        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), popen.stdout)
+        child.stdout = stream
+        self._reader = asyncio.create_task(self._read(stream))
 
     async def _read(self, stream: asyncio.StreamReader | None) -> None:
         if stream is None:

@@ -23,6 +23,7 @@ from speclab.model.errors import InputError
 from speclab.model.limits import check_option
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
+from speclab.servers.launcher import launch
 
 from .client import Target
 from .engine import EngineSummary
@@ -140,7 +141,7 @@ class TrafficRunner:
             proc = ctx.Process(
                 target=worker_main, args=(config, ctrl_child, data_child), name=f"speclab-traffic-{w}", daemon=True
             )
-            await loop.run_in_executor(None, start_without_sigint, proc)
+            await launch(start_without_sigint, proc)  # at the process's own priority, never the app's
             ctrl_child.close()
             data_child.close()
             self._procs.append(proc)

@@ -17,7 +17,7 @@ from speclab.model.errors import SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.session.api import LiveControls, SnapshotSource
 from speclab.ui.messages import SnapshotArrived, SourceEnded
-from speclab.ui.priority import LOADED_RATE_S, RenderCap, lower_ui_priority
+from speclab.ui.priority import LOADED_RATE_S, RenderCap, UiPriority
 from speclab.ui.replay import ReplayControls
 from speclab.ui.screens.lab import LabScreen
 from speclab.ui.state import LabState
@@ -35,7 +35,7 @@ class SpeclabApp(App[None]):
         *,
         yield_cpu: bool = False,
     ) -> None:
-        """``yield_cpu``: lower the event loop's priority once traffic runs (``speclab lab`` does)."""
+        """``yield_cpu``: lower the event loop's priority while traffic runs (``speclab lab`` does)."""
         super().__init__()
         self.source = source
         self.controls = controls
@@ -48,7 +48,7 @@ class SpeclabApp(App[None]):
         self._render_cap = RenderCap()
         self._pending_paint = False
         self._yield_cpu = yield_cpu
-        self.nice: int | None = None  # the event loop's nice value once lowered
+        self.priority = UiPriority()  # the event loop's thread: lowered while traffic runs
 
     @property
     def lab(self) -> LabScreen:
@@ -66,8 +66,8 @@ class SpeclabApp(App[None]):
     async def consume_snapshots(self) -> None:
         try:
             async for snapshot in self.source.snapshots():
-                if self._yield_cpu and self.nice is None:
-                    self.nice = lower_ui_priority()  # the first snapshot: workers and servers are up
+                if self._yield_cpu and self.priority.now is None and not self.stopped:
+                    self.priority.lower()  # the first snapshot: workers and servers are up
                 self.state.ingest(snapshot)
                 self.post_message(SnapshotArrived(snapshot))
         except SpeclabError as error:
@@ -88,6 +88,7 @@ class SpeclabApp(App[None]):
         self.lab.refresh_view()
 
     def on_source_ended(self, message: SourceEnded) -> None:
+        self.priority.restore()  # traffic is over
         self.lab.status.ended = True
         self.lab.status.error = message.error
         self.lab.refresh_view()
@@ -96,6 +97,7 @@ class SpeclabApp(App[None]):
         """Stop traffic and servers, then exit 0 (or 1 with the reason if stopping failed)."""
         if not self.stopped:
             self.stopped = True
+            self.priority.restore()  # stopping (draining, the recording's close) at full priority
             self.workers.cancel_group(self, "snapshots")
             try:
                 await self.source.stop()

@@ -1,21 +1,77 @@
-"""The app yields the CPU to the traffic workers: a lower nice value for its thread, fewer repaints under load."""
+"""The app yields the CPU to the traffic workers: a lower nice value for its thread only, children
+started at the process's own priority, the value put back when traffic ends, fewer repaints under load."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
+import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from speclab.ui.priority import LOADED_RATE_S, RenderCap, lower_ui_priority
+from speclab.servers.launcher import launch, launcher_nice
+from speclab.ui.priority import LOADED_RATE_S, UI_NICE, RenderCap, UiPriority, lower_ui_priority
+
+CHILD_NICE = [sys.executable, "-c", "import os; print(os.nice(0))"]
+
+
+def _nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def _in_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on a thread of its own, so the test's thread keeps its priority whatever happens."""
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(fn()))
+    thread.start()
+    thread.join(60)
+    assert got, "the thread did not finish"
+    return got[0]
 
 
 def test_lowering_changes_only_the_calling_thread() -> None:
-    got: list[int | None] = []
-    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    thread = threading.Thread(target=lambda: got.append(lower_ui_priority(5)))
-    thread.start()
-    thread.join()
-    assert got == [min(19, before + 5)]
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # this thread untouched
+    before = _nice()
+    assert _in_thread(lambda: lower_ui_priority(5)) == min(19, before + 5)
+    assert _nice() == before  # this thread untouched
+
+
+def test_children_started_after_the_lowering_keep_the_priority_from_before_it() -> None:
+    def lowered_then_spawn() -> tuple[int | None, int, int, int | None]:
+        priority = UiPriority()
+        lowered = priority.lower()
+        direct = int(subprocess.run(CHILD_NICE, capture_output=True, text=True, check=True).stdout)
+
+        async def via_launcher() -> int:
+            proc = await launch(subprocess.Popen, CHILD_NICE, stdout=subprocess.PIPE, text=True)
+            out, _ = await asyncio.get_running_loop().run_in_executor(None, proc.communicate)
+            return int(out)
+
+        return lowered, direct, asyncio.run(via_launcher()), launcher_nice()
+
+    before = _nice()
+    lowered, direct, launched, at_launcher = _in_thread(lowered_then_spawn)
+    assert lowered == min(19, before + UI_NICE)
+    assert direct == lowered  # what a child forked from the lowered thread would get
+    assert at_launcher is not None and launched == at_launcher <= before
+
+
+def test_restore_puts_the_value_back_where_the_system_allows_it() -> None:
+    def lower_and_restore() -> tuple[int | None, bool, int]:
+        priority = UiPriority()
+        lowered = priority.lower()
+        restored = priority.restore()
+        return lowered, restored, _nice()
+
+    before = _nice()
+    lowered, restored, after = _in_thread(lower_and_restore)
+    assert lowered == min(19, before + UI_NICE)
+    if restored:  # privileged, or RLIMIT_NICE allows it
+        assert after == before
+    else:  # an unprivileged process may not raise a thread's priority back
+        assert after == lowered
+    assert UiPriority().restore() is True  # nothing lowered, nothing to put back
 
 
 def test_render_cap_paints_every_snapshot_unless_loaded() -> None:
