@@ -130,10 +130,10 @@ def is_speclab(client: str) -> bool:
 
 
 def run_client(client: str, work: Workload, server_config: ServerConfig, workdir: Path,
-               base_src: Path | None = None) -> RunResult:
+               base_src: Path | None = None, repeat: int = 0) -> RunResult:
     """``client``: ``speclabN`` (N workers), ``baseN`` (speclab from the source tree ``base_src``, an
-    earlier commit, with N workers), ``uvloop`` or ``asyncio``."""
-    tag = f"lb-{client}-r{work.rate:g}"
+    earlier commit, with N workers), ``uvloop`` or ``asyncio``; ``repeat``: which run of it at this rate."""
+    tag = f"lb-{client}-r{work.rate:g}" + (f"-{repeat}" if repeat else "")
     run_dir = workdir / tag
     run_dir.mkdir(parents=True, exist_ok=True)
     scenario = write_scenario(run_dir / "scenario.toml", tag, work)
