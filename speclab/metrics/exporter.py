@@ -13,11 +13,16 @@ A sweep runs each cell as a session of its own; ``begin_part`` starts the next c
 the cell's number as its ``epoch`` label and its id and load level on ``speclab_config_info``, so
 the counters of every finished cell stay up beside the running one, and each cell ends one
 ``speclab_config_info`` label set and starts the next, as a relaunch does.
+
+Every (variant, epoch, class) series is served from the epoch's first snapshot, at zero until its
+first request finishes: a class whose requests all finish between two scrapes still shows as an
+increase, so ``rate()`` and ``histogram_quantile`` panels have the baseline they need. The classes
+are the scenario's (``expect_classes``) and any a snapshot names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -32,6 +37,7 @@ from speclab.model.snapshot import ALL_CLASSES, ClassStats, Snapshot
 
 PREFIX: Final = "speclab_"
 KEY_LABELS: Final = ("variant", "epoch", "class")
+Row = tuple[tuple[str, str, str], ClassStats, int]  # (variant, epoch, class), its stats, the epoch's k
 # Each latency of docs/measurements.md as a histogram: name (without prefix), help.
 LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {m.metric: (m.prom, m.prom_help) for m in LATENCY_METRICS}
 CONFIG_LABELS: Final = ("variant", "epoch", "label", "lab", "target_model", "target_revision", "draft_model",
@@ -69,6 +75,11 @@ class SpeclabCollector(Collector):
         self._state: tuple[tuple[Part, ...], Part] = ((), Part())
         self._parts = False
         self._ended = False
+        self._classes: dict[str, None] = {}  # every class to serve, in order
+
+    def expect_classes(self, classes: Iterable[str]) -> None:
+        """Serve these classes (the scenario's) at zero in every epoch before their first request."""
+        self._classes = {**self._classes, **dict.fromkeys(c for c in classes if c != ALL_CLASSES)}
 
     def update(self, snapshot: Snapshot) -> None:
         done, part = self._state
@@ -99,14 +110,20 @@ class SpeclabCollector(Collector):
         yield from self._run_series([snap for _, snap in served])
         if not served:
             return
-        rows = [((variant, p.epoch or str(e.info.epoch), cls), stats)
-                for p, snap in served for variant, epochs in snap.epochs.items()
-                for e in epochs for cls, stats in e.stats.classes.items() if cls != ALL_CLASSES]
+        rows = self._rows(served)
         yield from _counters(rows)
         yield from _histograms(rows)
         yield from self._config(served)
         yield from _health(served[-1][1])
         yield from _transitions([snap for _, snap in served])
+
+    def _rows(self, served: list[tuple[Part, Snapshot]]) -> list[Row]:
+        seen = [cls for _, snap in served for epochs in snap.epochs.values() for e in epochs for cls in e.stats.classes]
+        classes = dict.fromkeys([*self._classes, *(c for c in seen if c != ALL_CLASSES)])
+        zero = ClassStats()
+        return [((variant, p.epoch or str(e.info.epoch), cls), e.stats.classes.get(cls, zero),
+                 int(e.info.settings.get("num_speculative_tokens") or 0))
+                for p, snap in served for variant, epochs in snap.epochs.items() for e in epochs for cls in classes]
 
     def _run_series(self, snaps: list[Snapshot]) -> Iterator[Metric]:
         t = GaugeMetricFamily(PREFIX + "run_elapsed_seconds", "Run clock (modelled time under a time scale; a "
@@ -150,7 +167,7 @@ class SpeclabCollector(Collector):
         }
 
 
-def _counters(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[Metric]:
+def _counters(rows: list[Row]) -> Iterator[Metric]:
     def family(name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
         return CounterMetricFamily(PREFIX + name, doc, labels=[*KEY_LABELS, *extra])
 
@@ -162,7 +179,7 @@ def _counters(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[M
     steps = family("spec_decode_verify_steps", "Verify steps (verifications); per request = this / requests.")
     s_total = family("structured_output_requests", "Responses that had a JSON schema, regex or grammar.")
     s_failed = family("structured_output_failures", "Responses that failed their schema / regex / grammar.")
-    for key, c in rows:
+    for key, c, _ in rows:
         labels = list(key)
         requests.add_metric(labels, c.requests)
         for kind, n in sorted(c.errors.items()):
@@ -176,13 +193,16 @@ def _counters(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[M
     yield from (requests, errors, tokens, drafted, accepted, steps, s_total, s_failed)
 
 
-def _histograms(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator[Metric]:
+def _histograms(rows: list[Row]) -> Iterator[Metric]:
     bounds = [_text(float(b)) for b in LATENCY_BUCKETS_S]
     for metric, (name, doc) in LATENCY_SERIES.items():
         family = HistogramMetricFamily(PREFIX + name, doc, labels=list(KEY_LABELS))
-        for key, c in rows:
+        for key, c, _ in rows:
             p = c.latency.get(metric.value)
-            if p is None or not p.count or not p.buckets:
+            if p is None or not p.count:
+                family.add_metric(list(key), [*((b, 0.0) for b in bounds), ("+Inf", 0.0)], sum_value=0.0)
+                continue
+            if not p.buckets:
                 continue
             buckets = [*zip(bounds, (float(n) for n in p.buckets), strict=True), ("+Inf", float(p.count))]
             family.add_metric(list(key), buckets, sum_value=p.mean * p.count / 1_000_000.0)
@@ -190,9 +210,12 @@ def _histograms(rows: list[tuple[tuple[str, str, str], ClassStats]]) -> Iterator
     length = HistogramMetricFamily(PREFIX + "spec_decode_acceptance_length",
                                    "Tokens per verify step, bonus token included (1 + drafts accepted in the step).",
                                    labels=list(KEY_LABELS))
-    for key, c in rows:
+    for key, c, k in rows:
         hist = c.acceptance.histogram
         if not hist or not sum(hist):
+            if k:  # 1..k+1 tokens per step, as the first verify steps will fill them
+                length.add_metric(list(key), [*((str(float(j)), 0.0) for j in range(1, k + 2)), ("+Inf", 0.0)],
+                                  sum_value=0.0)
             continue
         cumulative, buckets = 0, []
         for j, n in enumerate(hist):

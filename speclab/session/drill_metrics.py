@@ -33,7 +33,9 @@ class DrillMetrics:
     def __init__(self, endpoint: MetricsEndpoint, variants: Iterable[str], classes: Iterable[str], *,
                  simulated: bool, warmup_s: float) -> None:
         self.endpoint = endpoint
-        self.aggregator = Aggregator(list(variants), list(classes), interval_s=INTERVAL_S, simulated=simulated,
+        classes = list(classes)
+        endpoint.collector.expect_classes(classes)
+        self.aggregator = Aggregator(list(variants), classes, interval_s=INTERVAL_S, simulated=simulated,
                                      warmup_s=warmup_s)
         self._finished = False
 

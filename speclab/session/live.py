@@ -120,6 +120,7 @@ class LiveSession:
             self.metrics = self.make.metrics(options.metrics_port, options.metrics_host,
                                              {"lab": self.info.lab, **self.info.pair})
         if self.metrics is not None:
+            self.metrics.collector.expect_classes(self.classes)
             self.bus.listen(self.metrics.collector.update)
 
     # -- setup -----------------------------------------------------------------------------------

@@ -17,14 +17,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from speclab.metrics.aggregator import Aggregator
-from speclab.metrics.cells import METRIC_VALUES
+from speclab.metrics.cells import METRIC_VALUES, finish_time
 from speclab.metrics.exporter import SpeclabCollector
 from speclab.metrics.exporter_http import serve_metrics
 from speclab.model.errors import InputError
 from speclab.model.names import LATENCY_BUCKETS_S, Metric
-from speclab.model.snapshot import Snapshot
+from speclab.model.snapshot import ClassStats, Snapshot
 
-from .test_epochs import K4, aggregate, record, traffic
+from .test_epochs import ANSWERED, K4, aggregate, record, traffic
 
 RUN = {"lab": "default", "target_model": "meta-llama/Llama-3.1-8B-Instruct", "target_revision": "main",
        "draft_model": "meta-llama/Llama-3.2-1B-Instruct", "draft_revision": "abc123", "draft_method": "draft_model"}
@@ -123,6 +123,43 @@ def test_config_info_names_each_variants_current_epoch(final: tuple[Snapshot, An
     transition = snap.transitions[0]
     assert _one(samples, "speclab_transition_requests_total", variant="k4", from_epoch="1",
                 to_epoch="2") == transition.requests
+
+
+def _where(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> dict[str, float]:
+    return {lab["le"]: v for lab, v in samples.get(name, []) if all(lab.get(k) == x for k, x in labels.items())}
+
+
+def test_every_class_of_every_epoch_is_served_at_zero_until_its_first_request() -> None:
+    """A class whose requests all finish between two scrapes still shows as an increase, so the
+    dashboard's rate() and histogram_quantile panels have a baseline from the epoch's start."""
+    early = [r for r in traffic() if finish_time(r) < ANSWERED]  # k4's epoch 2 begun, none of its requests done
+    snap = aggregate(early, 13.0).snapshot(13.0)
+    assert [e.info.epoch for e in snap.epochs["k4"]] == [1, 2]
+    assert not snap.epochs["k4"][1].stats.classes.get("qa", ClassStats()).requests
+    collector = SpeclabCollector(RUN)
+    collector.expect_classes(["qa", "code"])  # the scenario's classes; "code" never sends here
+    collector.update(snap)
+    samples = _collected(collector)
+    for variant, epoch in (("baseline", "1"), ("k4", "1"), ("k4", "2")):
+        key = {"variant": variant, "epoch": epoch, "class": "code"}
+        assert _one(samples, "speclab_requests_total", **key) == 0
+        assert _one(samples, "speclab_request_e2e_seconds_count", **key) == 0
+        assert set(_where(samples, "speclab_request_e2e_seconds_bucket", **key).values()) == {0.0}
+    fresh = {"variant": "k4", "epoch": "2", "class": "qa"}
+    assert _one(samples, "speclab_requests_total", **fresh) == 0
+    assert _one(samples, "speclab_spec_decode_accepted_tokens_total", **fresh) == 0
+    length = "speclab_spec_decode_acceptance_length_bucket"
+    assert _where(samples, length, **fresh) == {**{str(float(j)): 0.0 for j in range(1, 8)}, "+Inf": 0.0}  # k=6
+    assert not _where(samples, length, variant="baseline")  # no drafts, no acceptance length
+    assert _one(_samples(snap), "speclab_requests_total", **fresh) == 0  # a class seen in any epoch counts too
+
+    final = aggregate(traffic()).snapshot(20.0, finished=True)
+    collector.update(final)
+    after = _collected(collector)
+    qa = final.epochs["k4"][1].stats.classes["qa"]
+    assert _one(after, "speclab_requests_total", **fresh) == qa.requests > 0  # the same series, counting
+    assert set(_where(after, length, **fresh)) == set(_where(samples, length, **fresh))
+    assert _where(after, length, **fresh)["+Inf"] == qa.acceptance.steps
 
 
 def test_before_the_first_snapshot_only_the_run_series_exist() -> None:

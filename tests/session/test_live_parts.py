@@ -18,9 +18,13 @@ from speclab.session.options import RunOptions
 @dataclass
 class _Collector:
     seen: list[Snapshot] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
 
     def update(self, snapshot: Snapshot) -> None:
         self.seen.append(snapshot)
+
+    def expect_classes(self, classes: list[str]) -> None:
+        self.classes.extend(classes)
 
 
 @dataclass
@@ -44,6 +48,7 @@ def test_the_clock_and_the_metrics_endpoint_are_the_ones_handed_in() -> None:
     options = RunOptions(scenario="smoke", lab="default", engine="sim", metrics_port=9999, requests=4)
     session = LiveSession(options, collaborators=Collaborators(clock=lambda: now[0], metrics=metrics))
     assert bound == [(9999, "127.0.0.1", "default")]
+    assert endpoint.collector.classes == list(session.classes) != []  # served at zero before any request
     now[0] = 52.5
     assert session.now() == 2.5
     session.add_event(Event(t=session.now(), kind="warning", message="a note"))
