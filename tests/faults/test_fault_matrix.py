@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from speclab.model.exit_codes import ExitCode
+from speclab.servers.process import free_port
 
 from ..outcome import SATURATED
 
@@ -169,7 +170,7 @@ MATRIX: list[Fault] = [
           _lab_with('sim_model = "sim-8b"', 'sim_model = "sim-9000b"')),
     Fault("an attached server that is not there", ["run", "smoke", "--attach", "x=http://127.0.0.1:{port}"],
           ExitCode.SERVER_NOT_READY, r"^speclab: error: x: cannot reach http://127\.0\.0\.1:{port}",
-          lambda ctx: ctx.subs.update(port=str(_closed_port()))),
+          lambda ctx: ctx.subs.update(port=str(free_port()))),  # bound and let go: nobody listens
     # accept: a stage's requests must be answered; the cause is named, the stage's code kept
     Fault("malformed SSE data lines", ["accept", "labs/faults/malformed_sse.toml", "--engine", "sim", "--stages",
                                         "equivalence"],
@@ -250,12 +251,6 @@ MATRIX: list[Fault] = [
     Fault("compare across scenarios", ["compare", "sample", "{tmp}/cut"], ExitCode.OK,
           r"^warning: different scenarios \('mixed' in A, 'burst' in B\)", _other_scenario_recording),
 ]
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _fill(arg: str, ctx: Ctx) -> str:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import math
-import socket
 
 import aiohttp
 import pytest
@@ -9,6 +8,7 @@ from aiohttp import web
 
 from speclab.metrics.scraper import MetricsScraper, sample_summary
 from speclab.model.names import PROM_QUEUE_TIME, PROM_TTFT
+from speclab.servers.process import free_port
 
 M = 'model_name="Qwen/Qwen3-8B"'
 
@@ -102,12 +102,6 @@ def test_missing_series_are_fine() -> None:
     assert sample.histograms == {} and sample.clock_drift_s is None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_against_a_live_server_changing_text() -> None:
     state = {"scale": 1.0, "status": 200}
 
@@ -119,7 +113,7 @@ async def test_against_a_live_server_changing_text() -> None:
     app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = _free_port()
+    port = free_port()
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
     scraper = MetricsScraper(f"http://127.0.0.1:{port}", "k3", headers={"X-Probe": "1"}, timeout_s=2.0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from speclab.servers.process import free_port as free_port  # the tests' port picker is speclab's
+
 ROOT = Path(__file__).resolve().parents[2]
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
@@ -31,12 +32,6 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not on PA
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not on PATH (Debian package prometheus)")
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,11 @@ from speclab.model.records import RequestRecord
 from speclab.recording import Recording
 from speclab.recording.compare import compare_outputs
 from speclab.recording.refire import refire_traffic_plan
+from speclab.servers.process import free_port
 from speclab.traffic.client import Target
 from speclab.traffic.runner import TrafficRunner
 
 VARIANT = "k2"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _recorded_argv(recording: Recording, variant: str, port: int) -> list[str]:
@@ -57,7 +51,7 @@ async def _ready(url: str, proc: subprocess.Popen[Any]) -> None:
 @pytest.mark.slow
 async def test_refire_sample_at_simulator_reproduces_greedy_outputs(tmp_path: Path) -> None:
     recording = Recording.open(resolve("sample", "recordings"))
-    port = _free_port()
+    port = free_port()
     with open(tmp_path / "sim.log", "wb") as log:
         proc = subprocess.Popen(_recorded_argv(recording, VARIANT, port), stdout=log, stderr=subprocess.STDOUT)
     try:

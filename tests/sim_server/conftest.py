@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from speclab.servers.process import free_port as free_port  # the tests' port picker is speclab's
+
 ROOT = Path(__file__).resolve().parents[2]
 # SPECLAB_SIM_TEST_MODULE=tests.sim_server.fake_main runs the same server over fake_engine.py.
 SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim")
@@ -20,12 +21,6 @@ SIM_MODULE = os.environ.get("SPECLAB_SIM_TEST_MODULE", "speclab.sim")
 READY_TIMEOUT_S = 90.0
 SPEC_ARGS = ["--speculative-config", '{"method": "draft_model", "model": "sim-1b", "num_speculative_tokens": 3}',
              "--enable-per-request-metrics", "--per-request-spec-decode-metrics", "detailed"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SimProcess:
