@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from speclab.model.records import RequestRecord
 from tests.labs import BASELINE, lab_toml
 
 
@@ -25,6 +26,12 @@ def run_cli(args: list[str], *, cwd: Path, timeout: float = 90, env: dict[str, s
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "speclab.cli.main", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=full_env)
+
+
+def read_records(recording: Path) -> list[RequestRecord]:
+    """A recording's requests.jsonl, read line by line as a user's script would."""
+    lines = (recording / "requests.jsonl").read_text().splitlines()
+    return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]
 
 
 def read_report(directory: Path) -> dict[str, Any]:

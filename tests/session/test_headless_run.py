@@ -7,15 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from speclab.model.exit_codes import ExitCode
-from speclab.model.records import RequestRecord
 
 from ..outcome import assert_measured
-from .conftest import read_report, run_cli, write_lab
-
-
-def _records(recording: Path) -> list[RequestRecord]:
-    lines = (recording / "requests.jsonl").read_text().splitlines()
-    return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]
+from .conftest import read_records, read_report, run_cli, write_lab
 
 
 def test_smoke_run_reports_acceptance_that_reconciles_with_records_and_server(workdir: Path) -> None:
@@ -32,7 +26,7 @@ def test_smoke_run_reports_acceptance_that_reconciles_with_records_and_server(wo
     assert report["exit"]["code"] == out.returncode
     assert (report_dir / "report.md").read_text().startswith("# speclab run")
 
-    records = [r for r in _records(rec_dir) if not r.warmup and r.ok]
+    records = [r for r in read_records(rec_dir) if not r.warmup and r.ok]
     k2 = report["variants"]["k2"]["epochs"][0]["classes"]
     for cls in ("factual_qa", "continuation"):
         mine = [r for r in records if r.variant == "k2" and r.prompt_class == cls]

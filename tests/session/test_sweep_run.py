@@ -20,10 +20,9 @@ import jsonschema
 import pytest
 
 from speclab.model.exit_codes import ExitCode
-from speclab.model.records import RequestRecord
 from speclab.sweep.result import SCHEMA_FILE
 
-from .conftest import run_cli, write_lab
+from .conftest import read_records, run_cli, write_lab
 
 SCENARIO = """
 name = "tiny"
@@ -55,11 +54,6 @@ def _doc(directory: Path) -> dict[str, Any]:
     return doc
 
 
-def _records(recording: Path) -> list[RequestRecord]:
-    lines = (recording / "requests.jsonl").read_text().splitlines()
-    return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]
-
-
 @pytest.mark.timeout(240)
 def test_sweep_writes_cells_and_reductions_and_goes_on_past_a_failed_cell(workdir: Path) -> None:
     lab, scenario = _setup(workdir)
@@ -85,7 +79,7 @@ def test_sweep_writes_cells_and_reductions_and_goes_on_past_a_failed_cell(workdi
         cell = by_id[f"k{k}-batched8192-chunkedoff_c2_r1"]
         assert cell["status"] == "ok" and cell["source"]["recording"] == f"cells/{cell['id']}"
         recording = out_dir / cell["source"]["recording"]
-        records = [r for r in _records(recording) if not r.warmup and r.ok]
+        records = [r for r in read_records(recording) if not r.warmup and r.ok]
         assert cell["classes"]["all"]["requests"] == len(records) > 0
         assert {r.variant for r in records} == {f"k{k}-batched8192-chunkedoff"}
         manifest = json.loads((recording / "manifest.json").read_text())

@@ -15,12 +15,7 @@ from speclab.model.exit_codes import ExitCode
 from speclab.model.records import RequestRecord
 
 from ..outcome import SATURATED, assert_measured
-from .conftest import read_report, run_cli, write_lab
-
-
-def _records(recording: Path) -> list[RequestRecord]:
-    lines = (recording / "requests.jsonl").read_text().splitlines()
-    return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]
+from .conftest import read_records, read_report, run_cli, write_lab
 
 
 def _client_over_server_tpot(records: list[RequestRecord]) -> float:
@@ -46,11 +41,11 @@ def test_a_run_at_scale_2_reads_in_modelled_time_like_one_at_scale_1(workdir: Pa
     assert json.loads((rec_dir / "manifest.json").read_text())["time_scale"] == 2.0
     assert "**Time scale 2**" in (workdir / "report2" / "report.md").read_text()
     assert runs["1"][1]["time_scale"] == 1.0 and "time scale" not in runs["1"][0].stdout.splitlines()[0]
-    scaled, plain = _client_over_server_tpot(_records(rec_dir)), _client_over_server_tpot(_records(runs["1"][2]))
+    scaled, plain = _client_over_server_tpot(read_records(rec_dir)), _client_over_server_tpot(read_records(runs["1"][2]))
     assert 0.6 < scaled < 1.6 and 0.6 < plain < 1.6, (scaled, plain)
     assert 0.6 < scaled / plain < 1.6
     # The schedule is the same in modelled time: 20 requests at 5 req/s span about 4 modelled seconds.
-    sent = sorted(r.intended for r in _records(rec_dir))
+    sent = sorted(r.intended for r in read_records(rec_dir))
     assert len(sent) == 20 and 3.0 < sent[-1] - sent[0] < 5.0
 
 
