@@ -47,12 +47,15 @@ from .cells import Cell, Counts, HistogramPool, class_stats, finish_time, percen
 from .cumulative import CumulativeView
 from .epochs import EpochBook
 from .hdr import EncodedHistogram
-from .interval_store import IntervalStore
+from .interval_store import ClosedStore, IntervalStore
 from .saturation import SaturationBook
 from .server_timing import ServerTiming
 
 Key = tuple[str, int, str]  # (variant, epoch, class)
 EpochKey = tuple[str, int]  # (variant, epoch)
+# Where each send interval's requests finished is kept this long: a worker's saturation report
+# for an interval arrives about a second after it, so older sends are never marked.
+SEND_HORIZON_INTERVALS = 120
 
 
 @dataclass(slots=True)
@@ -67,6 +70,8 @@ class Aggregator:
 
     ``retain_intervals``: None keeps every closed interval (recording, replay and reports rely on
     that); N keeps each for N × ``interval_s`` of run time after it closes, i.e. the newest N or so.
+    ``store`` is where closed intervals are kept: in memory by default, or a ``SpilledIntervalStore``
+    (a temporary file) for a long run that keeps every one.
     """
 
     def __init__(
@@ -80,6 +85,7 @@ class Aggregator:
         close_delay_s: float = 0.5,
         retain_intervals: int | None = None,
         baseline: str | None = None,
+        store: ClosedStore | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
@@ -94,7 +100,7 @@ class Aggregator:
         self.retain_intervals = retain_intervals
         self._pool = HistogramPool()
         self._open: dict[int, _OpenInterval] = {}
-        self._store = IntervalStore()
+        self._store: ClosedStore = store if store is not None else IntervalStore()
         self._next_close = 0  # index of the oldest interval not yet closed
         self._cumulative = CumulativeView(self._pool)
         self.book = EpochBook()
@@ -242,11 +248,11 @@ class Aggregator:
         return closed.start_s, closed.end_s, {k: (c.counts, c.hists) for k, c in closed.cells.items()}
 
     def _drop_expired(self) -> None:
+        keep = min(self.retain_intervals or SEND_HORIZON_INTERVALS, SEND_HORIZON_INTERVALS)
+        self._saturation.forget_sends_before(self.interval_of(self._now - keep * self.interval_s))
         if self.retain_intervals is None:
             return
-        horizon = self._now - self.retain_intervals * self.interval_s
-        self._saturation.forget_sends_before(self.interval_of(horizon))
-        self._store.drop_closed_before(horizon)
+        self._store.drop_closed_before(self._now - self.retain_intervals * self.interval_s)
 
     def _add_late(self, index: int, key: Key, record: RequestRecord) -> None:
         self.late_records += 1
@@ -307,7 +313,7 @@ class Aggregator:
                 f"window({start_interval}, {end_interval}): intervals before {self._store.dropped_below} are no "
                 f"longer kept (retain_intervals={self.retain_intervals}); the cumulative view still counts them"
             )
-        chosen = [c for c in self._store.closed if start_interval <= c.index <= end_interval]
+        chosen = self._store.between(start_interval, end_interval)
         merged: dict[Key, Cell] = {}
         for closed in chosen:
             for key, stored in closed.cells.items():
@@ -350,7 +356,7 @@ class Aggregator:
     @property
     def stored_intervals(self) -> int:
         """How many closed intervals are stored (encoded); bounded when ``retain_intervals`` is set."""
-        return len(self._store.closed)
+        return len(self._store)
 
     @classmethod
     def from_records(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from speclab.model.records import RequestRecord
 
@@ -34,17 +35,46 @@ class ClosedInterval:
     closed_at: float  # run time when it closed; retention counts from here
     cells: dict[Key, StoredCell] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, index: int, start_s: float, end_s: float, closed_at: float, measured: dict[Key, Cell]) -> ClosedInterval:
+        """The interval's cells, their histograms encoded."""
+        closed = cls(index, start_s, end_s, closed_at)
+        for key, cell in measured.items():
+            closed.cells[key] = StoredCell(cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()})
+        return closed
+
+
+class ClosedStore(Protocol):
+    """Where the aggregator keeps closed intervals: in memory (``IntervalStore``) or in a file
+    (``interval_spill.SpilledIntervalStore``); both answer every read the same."""
+
+    dropped_below: int
+
+    def __len__(self) -> int: ...
+    def add(self, index: int, start_s: float, end_s: float, closed_at: float, measured: dict[Key, Cell]) -> None: ...
+    def get(self, index: int) -> ClosedInterval | None: ...
+    def between(self, lo: int, hi: int) -> list[ClosedInterval]: ...
+    def drop_closed_before(self, horizon: float) -> None: ...
+    def add_late(self, index: int, key: Key, record: RequestRecord, pool: HistogramPool) -> None: ...
+    def iter_closed(self, since: int) -> Iterator[tuple[int, float, float, str, EncodedHistogram]]: ...
+
 
 class IntervalStore:
+    """Every retained closed interval in memory (the all-day lab bounds them with retention)."""
+
     def __init__(self) -> None:
         self.closed: list[ClosedInterval] = []
         self.dropped_below = 0  # closed intervals with a smaller index were dropped by retention
 
+    def __len__(self) -> int:
+        return len(self.closed)
+
+    def between(self, lo: int, hi: int) -> list[ClosedInterval]:
+        """The stored intervals with ``lo <= index <= hi``, oldest first."""
+        return [c for c in self.closed if lo <= c.index <= hi]
+
     def add(self, index: int, start_s: float, end_s: float, closed_at: float, measured: dict[Key, Cell]) -> None:
-        closed = ClosedInterval(index, start_s, end_s, closed_at)
-        for key, cell in measured.items():
-            closed.cells[key] = StoredCell(cell.counts.copy(), {m: EncodedHistogram.of(h) for m, h in cell.hists.items()})
-        self.closed.append(closed)
+        self.closed.append(ClosedInterval.of(index, start_s, end_s, closed_at, measured))
 
     def get(self, index: int) -> ClosedInterval | None:
         offset = index - self.closed[0].index if self.closed else -1
@@ -64,10 +94,7 @@ class IntervalStore:
         closed = self.get(index) if index >= self.dropped_below else None
         if closed is None:
             return
-        stored = closed.cells.setdefault(key, StoredCell(Counts(), {}))
-        cell = Cell(stored.counts, {m: e.decode() for m, e in stored.hists.items()})
-        cell.add_record(record, pool)
-        stored.hists = {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}
+        add_to(closed, key, record, pool)
 
     def iter_closed(self, since: int) -> Iterator[tuple[int, float, float, str, EncodedHistogram]]:
         for closed in self.closed:
@@ -76,3 +103,10 @@ class IntervalStore:
             for (variant, epoch, prompt_class), stored in closed.cells.items():
                 for metric, encoded in stored.hists.items():
                     yield closed.index, closed.start_s, closed.end_s, make_tag(metric, prompt_class, variant, epoch), encoded
+
+
+def add_to(closed: ClosedInterval, key: Key, record: RequestRecord, pool: HistogramPool) -> None:
+    stored = closed.cells.setdefault(key, StoredCell(Counts(), {}))
+    cell = Cell(stored.counts, {m: e.decode() for m, e in stored.hists.items()})
+    cell.add_record(record, pool)
+    stored.hists = {m: EncodedHistogram.of(h) for m, h in cell.hists.items()}

@@ -101,7 +101,7 @@ class RecordingWriter:
         self._events = self._open(layout.EVENTS)
         self._hlog_lines = HlogWriter(self.path / layout.INTERVALS, start_time_epoch_s=started)
         self._hlog = self._open(layout.INTERVALS)  # the same file, for closed-interval markers
-        self._written: set[tuple[int, str]] = set()
+        self._written: dict[int, set[str]] = {}  # tags written per interval not yet marked closed
         self._last_closed = -1
         self._max_t = 0.0
         self._closed = False
@@ -153,9 +153,10 @@ class RecordingWriter:
         )
 
     def write_interval(self, index: int, start_s: float, end_s: float, tag: str, hist: HistogramLike) -> None:
-        if (index, tag) in self._written or not hist.count:
+        """An interval already marked closed is sealed: nothing more is written for it."""
+        if index <= self._last_closed or tag in self._written.get(index, ()) or not hist.count:
             return
-        self._written.add((index, tag))
+        self._written.setdefault(index, set()).add(tag)
         self._hlog_lines.write(tag, start_s, end_s - start_s, hist)  # type: ignore[arg-type]
 
     def write_closed_intervals(self, aggregator: ClosedIntervals) -> int:
@@ -194,6 +195,8 @@ class RecordingWriter:
             end = end_s if end_s is not None else (closed_interval + 1) * interval_s
             self._hlog.write(layout.closed_mark(closed_interval, end))
             self._last_closed = closed_interval
+            for sealed in [i for i in self._written if i <= closed_interval]:
+                del self._written[sealed]
             self._max_t = max(self._max_t, end)
         self._hlog.flush()
         os.fsync(self._hlog.fileno())

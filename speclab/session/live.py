@@ -25,6 +25,7 @@ import aiohttp
 
 from speclab import __version__
 from speclab.metrics.exporter_http import MetricsEndpoint
+from speclab.metrics.interval_spill import SpilledIntervalStore
 from speclab.metrics.run_tally import RunTally
 from speclab.metrics.scraper import MetricsScraper
 from speclab.metrics.sim_drift import DriftJudge
@@ -81,10 +82,12 @@ class LiveSession:
         self.changes_applied: list[ScheduledChange] = []
         self.run_start = self._clock()
         # The all-day lab keeps ten minutes of closed intervals (~15 MB); the cumulative view
-        # still counts everything. Headless runs keep all of them for the report's timeline.
+        # still counts everything. Headless runs keep all of them for the report's timeline, in a
+        # temporary file, so the parent's memory does not grow with the run's length.
+        keep = options.keep_intervals
         self.aggregator = self.make.aggregator(self.variants, self.classes, interval_s=INTERVAL_S, simulated=self.simulated,
-                                     warmup_s=self.plan.warmup_s,
-                                     retain_intervals=None if options.keep_intervals else LAB_RETAIN_INTERVALS)
+                                     warmup_s=self.plan.warmup_s, retain_intervals=None if keep else LAB_RETAIN_INTERVALS,
+                                     store=SpilledIntervalStore() if keep else None)
         self.servers_running: dict[str, RunningServer] = {}
         self.manager: ServerManager | None = None
         self.runner: TrafficRunner | None = None
@@ -92,7 +95,8 @@ class LiveSession:
         self.summary: TrafficSummary | None = None
         self.final: Snapshot | None = None
         # Kept only with keep_records (sweep cells; the recorder has them); the verdict and the
-        # cross-check read the tally, which holds nothing per request.
+        # cross-check read the tally, which holds nothing per request. Events likewise: the
+        # aggregator hands each to the snapshots, the recorder writes it.
         self.tally = RunTally()
         self.records: list[RequestRecord] = []
         self.samples: list[ServerSample] = []
@@ -234,7 +238,8 @@ class LiveSession:
             self.recorder.mark_saturated(health.interval, self.time_scale.to_model(health.t), health.reason)
 
     def add_event(self, event: Event) -> None:
-        self.events.append(event)
+        if self.options.keep_records:
+            self.events.append(event)
         self.aggregator.add_event(event)
         if self.recorder is not None:
             self.recorder.write_events([event])
