@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from speclab.model.names import ErrorKind
 from speclab.model.records import RequestRecord
@@ -42,24 +42,57 @@ class ServerState:
     exited: str | None = None
 
 
-def _variant_line(variant: str, records: list[RequestRecord], state: ServerState | None,
-                  answered_before: int) -> str:
-    errors = [r for r in records if r.error_kind is not None]
-    kinds = Counter(str(r.error_kind) for r in errors)
+@dataclass(slots=True)
+class _Answers:
+    sent: int = 0
+    ok: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)  # error kind -> count, in the order first seen
+    examples: dict[str, str] = field(default_factory=dict)  # error kind -> its first message
+
+
+class AnsweredTally:
+    """What the check needs of a stage's records, summed as they arrive: per variant the requests
+    sent and answered, the errors by kind and each kind's first message. A load stage feeds it as
+    its records stream past, so nothing per request is kept for the check."""
+
+    def __init__(self) -> None:
+        self.by_variant: dict[str, _Answers] = {}
+
+    def add(self, records: Iterable[RequestRecord]) -> None:
+        for record in records:
+            row = self.by_variant.setdefault(record.variant, _Answers())
+            row.sent += 1
+            row.ok += record.ok
+            if record.error_kind is not None:
+                kind = str(record.error_kind)
+                row.kinds[kind] += 1
+                if record.error_message and kind not in row.examples:
+                    row.examples[kind] = record.error_message
+
+    @property
+    def total(self) -> int:
+        return sum(row.sent for row in self.by_variant.values())
+
+    def error_kinds(self) -> dict[str, set[str]]:
+        """Per variant, the kinds of error its requests met."""
+        return {v: set(row.kinds) for v, row in self.by_variant.items() if row.kinds}
+
+
+def _variant_line(variant: str, row: _Answers, state: ServerState | None, answered_before: int) -> str:
     parts: list[str] = []
-    for kind, count in kinds.most_common():
-        example = next((r.error_message for r in errors if r.error_kind == kind and r.error_message), "")
+    for kind, count in row.kinds.most_common():
+        example = row.examples.get(kind, "")
         parts.append(f"{count} {_PHRASES.get(kind, kind)}" + (f" ({example[:120]})" if example else ""))
     body = "; ".join(parts)
     if state is not None and state.exited:
-        answered = answered_before + sum(1 for r in records if r.ok)
+        answered = answered_before + row.ok
         return f"{variant} server exited after {answered} answered requests ({state.exited})" + (f"; {body}" if body else "")
-    return f"{variant}: {len(errors)} of {len(records)} requests not answered: {body}"
+    return f"{variant}: {row.kinds.total()} of {row.sent} requests not answered: {body}"
 
 
 def check_answered(
     stage: str,
-    records: Iterable[RequestRecord],
+    records: AnsweredTally | Iterable[RequestRecord],
     *,
     states: Mapping[str, ServerState] | None = None,
     answered_before: Mapping[str, int] | None = None,
@@ -67,26 +100,29 @@ def check_answered(
 ) -> list[str]:
     """One line per variant whose requests were not all answered (empty: every request answered).
 
-    ``answered_before`` counts a variant's answered requests in earlier stages, so a crash reads
-    "after N answered requests" over the whole run; ``allowed_error_pct`` is the stage gate's own
-    tolerance (a dead server is never tolerated).
+    ``records`` are the stage's, or their ``AnsweredTally``; ``answered_before`` counts a variant's
+    answered requests in earlier stages, so a crash reads "after N answered requests" over the
+    whole run; ``allowed_error_pct`` is the stage gate's own tolerance (a dead server is never tolerated).
     """
+    if isinstance(records, AnsweredTally):
+        tally = records
+    else:
+        tally = AnsweredTally()
+        tally.add(records)
     states = states or {}
     answered_before = answered_before or {}
-    by_variant: dict[str, list[RequestRecord]] = {}
-    for record in records:
-        by_variant.setdefault(record.variant, []).append(record)
+    by_variant = tally.by_variant
     lines: list[str] = []
     for variant in [*by_variant, *(v for v, st in states.items() if st.exited and v not in by_variant)]:
-        mine = by_variant.get(variant, [])
-        failed = sum(1 for r in mine if r.error_kind is not None)
+        row = by_variant.get(variant, _Answers())
+        failed = row.kinds.total()
         state = states.get(variant)
         dead = state is not None and state.exited is not None
         if not failed and not dead:
             continue
-        if not dead and 100.0 * failed / max(len(mine), 1) <= allowed_error_pct:
+        if not dead and 100.0 * failed / max(row.sent, 1) <= allowed_error_pct:
             continue
-        lines.append(_variant_line(variant, mine, state, answered_before.get(variant, 0)))
+        lines.append(_variant_line(variant, row, state, answered_before.get(variant, 0)))
     return lines
 
 

@@ -51,30 +51,42 @@ class RejectionSeries:
         return AcceptanceStats(requests=self.requests, steps=self.steps, drafted=self.drafted, accepted=self.accepted)
 
 
+class CanaryTally:
+    """The canary gate's input, summed as records stream past: per variant, class and ``"all"`` the
+    speculative sums and their per-interval (drafted, accepted), and per variant (errors, attempted)."""
+
+    def __init__(self, interval_s: float = INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self.series: dict[str, dict[str, RejectionSeries]] = {}
+        self.errors: dict[str, tuple[int, int]] = {}
+
+    def add(self, records: Iterable[RequestRecord]) -> None:
+        for record in records:
+            if record.warmup:
+                continue
+            failed, attempted = self.errors.get(record.variant, (0, 0))
+            self.errors[record.variant] = (failed + (not record.ok), attempted + 1)
+            if not record.ok or record.done is None or record.spec.drafted == 0:
+                continue
+            interval = math.floor(record.done / self.interval_s)
+            per_class = self.series.setdefault(record.variant, {})
+            for key in (record.prompt_class, ALL_CLASSES):
+                row = per_class.setdefault(key, RejectionSeries())
+                row.steps += record.spec.steps
+                row.drafted += record.spec.drafted
+                row.accepted += record.spec.accepted
+                row.requests += 1
+                d, a = row.per_interval.get(interval, (0, 0))
+                row.per_interval[interval] = (d + record.spec.drafted, a + record.spec.accepted)
+
+
 def rejection_series(
     records: Iterable[RequestRecord], interval_s: float = INTERVAL_S
 ) -> tuple[dict[str, dict[str, RejectionSeries]], dict[str, tuple[int, int]]]:
     """(variant -> class and ``"all"`` -> series, variant -> (errors, attempted))."""
-    series: dict[str, dict[str, RejectionSeries]] = {}
-    errors: dict[str, tuple[int, int]] = {}
-    for record in records:
-        if record.warmup:
-            continue
-        failed, attempted = errors.get(record.variant, (0, 0))
-        errors[record.variant] = (failed + (not record.ok), attempted + 1)
-        if not record.ok or record.done is None or record.spec.drafted == 0:
-            continue
-        interval = math.floor(record.done / interval_s)
-        per_class = series.setdefault(record.variant, {})
-        for key in (record.prompt_class, ALL_CLASSES):
-            row = per_class.setdefault(key, RejectionSeries())
-            row.steps += record.spec.steps
-            row.drafted += record.spec.drafted
-            row.accepted += record.spec.accepted
-            row.requests += 1
-            d, a = row.per_interval.get(interval, (0, 0))
-            row.per_interval[interval] = (d + record.spec.drafted, a + record.spec.accepted)
-    return series, errors
+    tally = CanaryTally(interval_s)
+    tally.add(records)
+    return tally.series, tally.errors
 
 
 def class_mix_expectation(per_class: dict[str, RejectionSeries]) -> dict[int, float]:
@@ -93,11 +105,15 @@ def evaluate_canary(
     settings: CanaryGate,
     floors: AcceptanceFloors,
     baseline: str,
-    records: Iterable[RequestRecord],
+    records: CanaryTally | Iterable[RequestRecord],
     interval_s: float = INTERVAL_S,
 ) -> StageResult:
-    """Rejection-rate ceiling and spike limit per class of every speculative variant, error rate of all."""
-    series, errors = rejection_series(records, interval_s)
+    """Rejection-rate ceiling and spike limit per class of every speculative variant, error rate of all
+    (over the records, or the ``CanaryTally`` they streamed into)."""
+    if isinstance(records, CanaryTally):
+        series, errors = records.series, records.errors
+    else:
+        series, errors = rejection_series(records, interval_s)
     failures: list[str] = []
     details: list[str] = []
     spikes: dict[str, dict[str, float]] = {}

@@ -8,12 +8,13 @@ numbers), so the same evaluation serves live runs, recordings and tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 from speclab.model.gates import AcceptanceFloors, LatencyGate, StressGate
 from speclab.model.names import Metric
+from speclab.model.records import RequestRecord
 from speclab.model.snapshot import ALL_CLASSES, AcceptanceStats, Percentiles, VariantStats
 
 from .result import StageResult
@@ -38,6 +39,42 @@ def as_point(value: LatencyInput) -> LatencyPoint | None:
     if value.count == 0 or value.p50 is None or value.p99 is None:
         return None
     return LatencyPoint(p50_us=float(value.p50), p99_us=float(value.p99), count=value.count)
+
+
+@dataclass(slots=True)
+class _Span:
+    first_sent: float | None = None
+    last_done: float | None = None
+    output_tokens: int = 0
+
+
+class BusySpans:
+    """The stress gate's throughput input, summed as records stream past: per variant its output
+    tokens over its own busy span (first send to last answer).
+
+    The snapshot divides by the run's common window, which ends with the slowest variant, so
+    every variant would show the same throughput for the same fixed set of requests.
+    """
+
+    def __init__(self) -> None:
+        self._spans: dict[str, _Span] = {}
+
+    def add(self, records: Iterable[RequestRecord]) -> None:
+        for r in records:
+            span = self._spans.setdefault(r.variant, _Span())
+            if r.sent is not None:
+                span.first_sent = r.sent if span.first_sent is None else min(span.first_sent, r.sent)
+            if r.ok and r.done is not None:
+                span.last_done = r.done if span.last_done is None else max(span.last_done, r.done)
+            if r.ok:
+                span.output_tokens += r.output_tokens
+
+    def throughput(self, variant: str) -> float:
+        """Output tokens per second over the variant's busy span (0 when it has none)."""
+        span = self._spans.get(variant, _Span())
+        if span.first_sent is None or span.last_done is None or span.last_done <= span.first_sent:
+            return 0.0
+        return span.output_tokens / (span.last_done - span.first_sent)
 
 
 def _ms(us: float) -> str:

@@ -163,15 +163,15 @@ class _Run:
 
     async def _stage(self, stage: str) -> StageResult:
         """Run one stage, then fail it with the cause if its requests were not all answered."""
-        before = Counter(r.variant for r in self.ctx.records if r.ok)
+        before = Counter(self.ctx.answered)
         self.ctx.begin_stage()
         result = await self._evaluate(stage)
-        records = list(self.ctx.stage_records)
-        if not records or result.skipped:
+        answers = self.ctx.stage_answers
+        if not answers.total or result.skipped:
             return result
         allowed = spec(stage).allowed_error_pct(self.profile)
-        states = await server_states(self.ctx.servers, records)
-        lines = check_answered(stage, records, states=states, answered_before=before, allowed_error_pct=allowed)
+        states = await server_states(self.ctx.servers, answers.error_kinds())
+        lines = check_answered(stage, answers, states=states, answered_before=before, allowed_error_pct=allowed)
         return unanswered_result(result, lines)
 
     async def _evaluate(self, stage: str) -> StageResult:
@@ -210,7 +210,7 @@ class _Run:
         if self.snapshot is not None:
             return self.snapshot
         self.snapshot_from = "every request of the run"
-        agg = Aggregator.from_records(self.ctx.records, self.lab.variant_names, [],
+        agg = Aggregator.from_records(self.ctx.spool.records(), self.lab.variant_names, [],
                                       end_t=max(self.ctx.now(), 0.0), interval_s=INTERVAL_S,
                                       simulated=self.engine.simulated)
         return agg.snapshot(max(self.ctx.now(), 0.0), finished=True)
@@ -237,7 +237,7 @@ class _Run:
             "stage_metrics": {r.stage: r.metrics for r in results},
             "variant_tables_from": self.snapshot_from,
             "memory": memory_table(self.ctx.servers) if self.ctx.servers else [],
-            "requests_sent": len(self.ctx.records),
+            "requests_sent": self.ctx.requests_sent,
             "wall_s": round(time.monotonic() - self.started, 3),
             "exit": {"code": int(code), "name": code.name, "reason": reason},
         }
@@ -281,6 +281,7 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
         await _cancel(task)
         await run.stop()
         run.write(ExitCode.INTERRUPTED, "cancelled", "not run: cancelled")
+        run.ctx.spool.close()
         raise
     finally:
         stop_wait.cancel()
@@ -288,6 +289,7 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
         await run.stop()
     for path in run.write(code, reason, skipped_reason):
         say(f"report: {path}")
+    run.ctx.spool.close()
     if options.record_path is not None and CANARY in run.results:
         say(f"recording (canary run): {options.record_path}")
     say(f"exit {int(code)} ({code.name.lower()}): {reason}")

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import aiohttp
 
+from speclab.gates.answered import AnsweredTally
 from speclab.gates.golden import GoldenCase
 from speclab.model.gates import GateProfile
 from speclab.model.lab import Lab
@@ -30,9 +32,21 @@ from speclab.servers.manager import RunningServer
 from speclab.traffic.client import Target, run_request
 from speclab.traffic.schedule import PlannedRequest
 
+from .record_spool import RecordSpool
+
 REQUEST_TIMEOUT_S = 120.0
 STALL_TIMEOUT_S = 30.0
 IN_FLIGHT_PER_VARIANT = 16
+# A load stage's aggregator closes an interval this long after its end, so the records shipped
+# from the workers are all in (as rebuilding it from every record at the end would count them),
+# and its histograms are encoded from then on rather than held open for the whole stage.
+STAGE_CLOSE_DELAY_S = 5.0
+
+
+class RecordSink(Protocol):
+    """A gate's accumulator: fed each batch of a stage's records as it arrives (and nothing kept)."""
+
+    def add(self, records: Iterable[RequestRecord]) -> None: ...
 
 
 def planned(
@@ -76,17 +90,22 @@ class AcceptContext:
     servers: dict[str, RunningServer] = field(default_factory=dict)
     targets: dict[str, Target] = field(default_factory=dict)
     run_start: float = field(default_factory=time.monotonic)
-    records: list[RequestRecord] = field(default_factory=list)  # every request of the run
+    # Nothing per request is kept for the run: answered counts, the running stage's AnsweredTally,
+    # and every record on disk (the report's fallback tables, should no load stage run).
+    answered: Counter[str] = field(default_factory=Counter)  # answered requests per variant, every stage
+    requests_sent: int = 0
+    spool: RecordSpool = field(default_factory=RecordSpool)
     misaligned: bool = False  # tokenizer alignment failed and was not forced
     gateway_dir: Path | None = None  # where a gateway canary writes its HAProxy files (in the report)
     golden_responses: dict[str, dict[str, RequestRecord]] | None = None
     log_dir: Path | None = None
     record_path: str | Path | None = None
     pair: dict[str, Any] = field(default_factory=dict)
-    stage_records: list[RequestRecord] = field(default_factory=list)  # what the running stage sent or reused
+    stage_answers: AnsweredTally = field(default_factory=AnsweredTally)  # what the running stage sent or reused
     time_scale: TimeScale = field(default_factory=TimeScale)  # the simulators' S (records are modelled)
     workers: int | None = 1  # the load stages' traffic workers (None: one per CPU of the cluster)
     cluster: str | None = None  # --cluster: where those workers run
+    clock: Callable[[], float] = time.monotonic  # the load stages' run clock (a test's own)
     _http: aiohttp.ClientSession | None = None
 
     @property
@@ -126,12 +145,15 @@ class AcceptContext:
             self._http = None
 
     def add_records(self, records: Iterable[RequestRecord]) -> None:
+        """Records as they arrive, from whichever stage sent them: counted, checked and spooled."""
         records = list(records)
-        self.records.extend(records)
-        self.stage_records.extend(records)
+        self.requests_sent += len(records)
+        self.answered.update(r.variant for r in records if r.ok)
+        self.stage_answers.add(records)
+        self.spool.add(records)
 
     def begin_stage(self) -> None:
-        self.stage_records = []
+        self.stage_answers = AnsweredTally()
 
     async def send(
         self, requests: Mapping[str, Sequence[PlannedRequest]], *, in_flight: int = IN_FLIGHT_PER_VARIANT
@@ -178,5 +200,5 @@ class AcceptContext:
                 v: {c.id: r for c, r in zip(self.golden_cases, records, strict=True)} for v, records in sent.items()
             }
         else:  # a later stage judges the cached responses: their errors are that stage's too
-            self.stage_records.extend(r for by_case in self.golden_responses.values() for r in by_case.values())
+            self.stage_answers.add(r for by_case in self.golden_responses.values() for r in by_case.values())
         return self.golden_responses

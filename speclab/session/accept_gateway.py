@@ -18,15 +18,17 @@ import dataclasses
 import shutil
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-from speclab.gates.canary import evaluate_canary
-from speclab.gates.canary_watch import watch_canary
+from speclab.gates.canary import CanaryTally, evaluate_canary
+from speclab.gates.canary_watch import CanaryWatchTally, watch_canary
 from speclab.gates.result import StageResult
 from speclab.gateway.config import find_haproxy
 from speclab.gateway.launch import gateway_for
 from speclab.gateway.routing import RoutingTable
 from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.interval_spill import SpilledIntervalStore
 from speclab.model.gateway import CANARY
 from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S
@@ -37,7 +39,7 @@ from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import build_plan
 from speclab.traffic.tenants import split_among_tenants
 
-from .accept_context import AcceptContext
+from .accept_context import STAGE_CLOSE_DELAY_S, AcceptContext
 
 WHO = "speclab accept (canary)"
 DRAIN_ON_CANCEL_S = 1.0
@@ -57,8 +59,23 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
     directory = Path(report_dir) if report_dir is not None else Path(tempfile.mkdtemp(prefix="speclab-canary-gw-"))
     gw = await gateway_for(lab, start, ctx.servers, directory=directory, haproxy=haproxy)
     events: list[Event] = []
-    records: list[RequestRecord] = []
+    scenario = ctx.canary_scenario.model_copy(update={"warmup_s": 0.0, "warmup_requests": 0})
+    plan = build_plan(scenario, requests=settings.requests * len(ctx.variants), rate=settings.rate, seed=ctx.seed)
+    # Records are judged per backend that answered (their variant here), as they stream past.
+    agg = Aggregator(list(ctx.variants), [c.name for c in plan.classes], interval_s=INTERVAL_S,
+                     simulated=ctx.engine.simulated, close_delay_s=STAGE_CLOSE_DELAY_S, store=SpilledIntervalStore())
+    tally, watched, backends = CanaryTally(INTERVAL_S), CanaryWatchTally(ctx.baseline), Counter[str]()
     run_start = time.monotonic()
+
+    def on_records(records: list[RequestRecord]) -> None:
+        relabelled = [dataclasses.replace(r, variant=r.backend or "unrouted") for r in records]
+        ctx.add_records(relabelled)
+        agg.add_records(relabelled)
+        agg.tick(time.monotonic() - run_start)
+        tally.add(relabelled)
+        watched.add(relabelled)
+        backends.update(r.variant for r in relabelled)
+
     try:
         controller = await gw.controller(clock=lambda: time.monotonic() - run_start, sinks=[events.append])
         try:
@@ -67,14 +84,12 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
             await controller.close()
         ctx.say(f"  canary: through HAProxy {gw.state.haproxy_version} at {gw.url}: {change.message}")
         tenants = tuple(t for t, pool in lab.gateway.tenants.items() if pool == CANARY)
-        scenario = ctx.canary_scenario.model_copy(update={"warmup_s": 0.0, "warmup_requests": 0})
-        plan = build_plan(scenario, requests=settings.requests * len(ctx.variants), rate=settings.rate, seed=ctx.seed)
         if tenants:
             plan = split_among_tenants(plan, tenants, lab.gateway.tenant_header)
         baseline = ctx.servers[lab.baseline]
         target = Target(variant="gateway", base_url=gw.url, model=baseline.model_name or "",
                         headers=dict(baseline.headers))
-        runner = TrafficRunner(plan, {"gateway": target}, workers=1, run_start=run_start, on_records=records.extend)
+        runner = TrafficRunner(plan, {"gateway": target}, workers=1, run_start=run_start, on_records=on_records)
         try:
             await runner.start()
             summary = await runner.finished
@@ -84,15 +99,13 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
         for error in summary.errors:
             ctx.say(f"  canary: traffic: {error}")
     finally:
-        relabelled = [dataclasses.replace(r, variant=r.backend or "unrouted") for r in records]
-        ctx.add_records(relabelled)
         await gw.stop()
         gw.files.socket.unlink(missing_ok=True)
         if report_dir is None:
             shutil.rmtree(directory, ignore_errors=True)
     now = time.monotonic() - run_start
-    result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, relabelled, INTERVAL_S)
-    watch = watch_canary(relabelled, ctx.baseline, events, max_structured_pct=ctx.profile.structured.max_failure_rate_pct,
+    result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, tally, INTERVAL_S)
+    watch = watch_canary(watched, ctx.baseline, events, max_structured_pct=ctx.profile.structured.max_failure_rate_pct,
                          max_p99_ratio=ctx.profile.latency.max_p99_ratio, max_spike_points=settings.max_spike_points,
                          min_interval_drafted=settings.min_interval_drafted)
     failures = [d.removeprefix("FAIL ") for d in result.details if d.startswith("FAIL ")] + watch.failures
@@ -102,15 +115,6 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
     result = StageResult.of(result.stage, failures, headline, details,
                             {**result.metrics, **watch.metrics, "through_gateway": True,
                              "shares": shares, "tenants": list(tenants),
-                             "backends": _counts(relabelled), "changes": [e.to_dict() for e in events],
+                             "backends": dict(backends), "changes": [e.to_dict() for e in events],
                              "gateway_dir": str(directory) if report_dir is not None else None})
-    agg = Aggregator.from_records(relabelled, list(ctx.variants), [c.name for c in plan.classes], end_t=now,
-                                  interval_s=INTERVAL_S, simulated=ctx.engine.simulated)
     return result, agg.snapshot(now, finished=True)
-
-
-def _counts(records: list[RequestRecord]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in records:
-        out[r.variant] = out.get(r.variant, 0) + 1
-    return out

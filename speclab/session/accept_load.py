@@ -8,13 +8,14 @@ aggregator, exactly as `speclab run` does; the gates then compare each variant w
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from speclab.gates.canary import evaluate_canary
+from speclab.gates.canary import CanaryTally, evaluate_canary
 from speclab.gates.latency import (
+    BusySpans,
     LatencyPoint,
     StressSummary,
     as_point,
@@ -23,6 +24,7 @@ from speclab.gates.latency import (
 )
 from speclab.gates.result import StageResult
 from speclab.metrics.aggregator import Aggregator
+from speclab.metrics.interval_spill import SpilledIntervalStore
 from speclab.model.names import INTERVAL_S, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import Snapshot
@@ -32,30 +34,36 @@ from speclab.traffic.cluster import make_runner
 from speclab.traffic.schedule import Plan, build_plan
 from speclab.traffic.wall_plan import wall_plan
 
-from .accept_context import AcceptContext
+from .accept_context import STAGE_CLOSE_DELAY_S, AcceptContext, RecordSink
 from .accept_gateway import gateway_canary_configured, gateway_canary_stage
 
 DRAIN_ON_CANCEL_S = 1.0
 
 
 async def measure(
-    ctx: AcceptContext, plan: Plan, label: str, recorder: RecordingWriter | None = None
-) -> tuple[Snapshot, list[RequestRecord]]:
-    """Fire ``plan`` at every variant and return the final snapshot and the records of this run."""
+    ctx: AcceptContext, plan: Plan, label: str, recorder: RecordingWriter | None = None,
+    *, sinks: Sequence[RecordSink] = (),
+) -> Snapshot:
+    """Fire ``plan`` at every variant and return the final snapshot. Records stream to the
+    aggregator, the recording, the context and each of the stage's ``sinks`` (its gates'
+    accumulators); none is kept."""
     classes = [c.name for c in plan.classes]
-    aggregator = Aggregator(ctx.variants, classes, interval_s=INTERVAL_S, simulated=ctx.engine.simulated, warmup_s=0.0)
-    mine: list[RequestRecord] = []
-
-    scale = ctx.time_scale
+    aggregator = Aggregator(ctx.variants, classes, interval_s=INTERVAL_S, simulated=ctx.engine.simulated, warmup_s=0.0,
+                            close_delay_s=STAGE_CLOSE_DELAY_S, store=SpilledIntervalStore())
+    scale, clock = ctx.time_scale, ctx.clock
+    run_start = clock()
 
     def on_records(records: list[RequestRecord]) -> None:
         scale.ingest(records)  # wall -> modelled seconds
-        mine.extend(records)
         aggregator.add_records(records)
+        aggregator.tick(scale.to_model(clock() - run_start))
         if recorder is not None:
             recorder.write_records(records)
+            recorder.write_closed_intervals(aggregator)
+        ctx.add_records(records)
+        for sink in sinks:
+            sink.add(records)
 
-    run_start = time.monotonic()
     runner = make_runner(wall_plan(plan, scale.s), ctx.targets, cluster=ctx.cluster, workers=ctx.workers,
                          run_start=run_start, on_records=on_records, health_interval_s=scale.to_wall(INTERVAL_S))
     try:
@@ -63,19 +71,17 @@ async def measure(
         summary = await runner.finished
     except asyncio.CancelledError:
         await runner.stop(scale.to_wall(DRAIN_ON_CANCEL_S))
-        ctx.add_records(mine)
         if recorder is not None:
-            recorder.close({"status": "interrupted"}, end_s=scale.to_model(time.monotonic() - run_start))
+            recorder.close({"status": "interrupted"}, end_s=scale.to_model(clock() - run_start))
         raise
-    ctx.add_records(mine)
-    now = scale.to_model(time.monotonic() - run_start)
+    now = scale.to_model(clock() - run_start)
     snap = aggregator.snapshot(now, finished=True)
     if recorder is not None:
         recorder.write_closed_intervals(aggregator)
         recorder.close({"status": "complete"}, end_s=now)
     for error in summary.errors:
         ctx.say(f"  {label}: traffic: {error}")
-    return snap, mine
+    return snap
 
 
 def load_plan(ctx: AcceptContext, *, requests: int, concurrency: int | None = None, rate: float | None = None) -> Plan:
@@ -95,8 +101,8 @@ async def latency_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot | Non
     curve: dict[str, dict[int, LatencyPoint]] = {v: {} for v in ctx.variants}
     snap: Snapshot | None = None
     for level in settings.concurrency:
-        snap, _ = await measure(ctx, load_plan(ctx, requests=settings.requests_per_level, concurrency=level),
-                                f"latency concurrency {level}")
+        snap = await measure(ctx, load_plan(ctx, requests=settings.requests_per_level, concurrency=level),
+                             f"latency concurrency {level}")
         parts = []
         for v in ctx.variants:
             point = _e2e(snap, v)
@@ -113,23 +119,11 @@ async def latency_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot | Non
     return result, snap
 
 
-def busy_throughput(records: list[RequestRecord]) -> float:
-    """Output tokens per second over the variant's own busy span (first send to last answer).
-
-    The snapshot divides by the run's common window, which ends with the slowest variant, so
-    every variant would show the same throughput for the same fixed set of requests.
-    """
-    sent = [r.sent for r in records if r.sent is not None]
-    done = [r.done for r in records if r.ok and r.done is not None]
-    if not sent or not done or max(done) <= min(sent):
-        return 0.0
-    return sum(r.output_tokens for r in records if r.ok) / (max(done) - min(sent))
-
-
 async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     settings = ctx.profile.stress
-    snap, records = await measure(ctx, load_plan(ctx, requests=settings.requests, concurrency=settings.concurrency),
-                                  "stress")
+    spans = BusySpans()
+    snap = await measure(ctx, load_plan(ctx, requests=settings.requests, concurrency=settings.concurrency),
+                         "stress", sinks=[spans])
     summaries: dict[str, StressSummary] = {}
     for v in ctx.variants:
         if v in snap.cumulative:
@@ -137,7 +131,7 @@ async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
             summary = StressSummary.from_variant_stats(snap.cumulative[v])
             summaries[v] = replace(
                 summary, p99_e2e_us=point.p99_us if point is not None else summary.p99_e2e_us,
-                throughput=busy_throughput([r for r in records if r.variant == v]),
+                throughput=spans.throughput(v),
             )
     result = evaluate_stress(settings, ctx.profile.acceptance, ctx.baseline, summaries)
     result.metrics["summaries"] = {
@@ -171,8 +165,9 @@ async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
         return await gateway_canary_stage(ctx)
     settings = ctx.profile.canary
     plan = load_plan(ctx, requests=settings.requests, rate=settings.rate)
-    snap, records = await measure(ctx, plan, "canary", _recorder(ctx, plan))
-    result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, records, INTERVAL_S)
+    tally = CanaryTally(INTERVAL_S)
+    snap = await measure(ctx, plan, "canary", _recorder(ctx, plan), sinks=[tally])
+    result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, tally, INTERVAL_S)
     result.metrics["requests_per_variant"] = settings.requests
     return result, snap
 

@@ -6,11 +6,10 @@ The answered-requests check (``speclab.gates.answered``) needs to tell "the serv
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Set
 
 from speclab.gates.answered import ServerState
 from speclab.model.names import ErrorKind
-from speclab.model.records import RequestRecord
 from speclab.servers.manager import RunningServer
 
 # Errors a dead server leaves; only then is it worth waiting a moment for the exit to be seen.
@@ -18,18 +17,15 @@ _DEATH_SIGNS = frozenset({ErrorKind.CONNECT.value, ErrorKind.TRUNCATED.value})
 EXIT_WAIT_S = 2.0
 
 
-async def server_states(servers: Mapping[str, RunningServer], records: Iterable[RequestRecord]) -> dict[str, ServerState]:
-    """A state for each launched variant; a moment's wait where ``records`` show signs of a death."""
-    kinds: dict[str, set[str]] = {}
-    for record in records:
-        if record.error_kind is not None:
-            kinds.setdefault(record.variant, set()).add(str(record.error_kind))
+async def server_states(servers: Mapping[str, RunningServer], kinds: Mapping[str, Set[str]]) -> dict[str, ServerState]:
+    """A state for each launched variant; a moment's wait where the error ``kinds`` its requests met
+    (``AnsweredTally.error_kinds``) show signs of a death."""
     states: dict[str, ServerState] = {}
     for variant, server in servers.items():
         process = server._process
         if process is None:
             continue
-        seen = kinds.get(variant, set())
+        seen = kinds.get(variant, frozenset())
         exited = await process.exit_cause(timeout=EXIT_WAIT_S if seen & _DEATH_SIGNS else 0.0)
         if exited is not None and server is not None:
             server.status = "exited"
