@@ -80,11 +80,14 @@ class LabState:
             self._forget()
         self.latest = snapshot
         self.snapshots_seen += 1
-        self.saturated.update(snapshot.saturated_intervals)
         for interval in snapshot.intervals:
             if interval.index > self.last_interval:
                 self.last_interval = interval.index
                 self._take_interval(interval)
+        horizon = self.last_interval - self._history_limit  # older ones are off every plot
+        self.saturated.update(i for i in snapshot.saturated_intervals if i > horizon)
+        if len(self.saturated) > self._history_limit:
+            self.saturated = {i for i in self.saturated if i > horizon}
         for event in snapshot.events:
             self.events.append((max(0, math.floor(event.t / INTERVAL_S)), event))
 

@@ -3,23 +3,32 @@
 Drives the parent's whole intake (records as they come off the wire, ``LiveSession._on_records``,
 the aggregator's snapshots and the recorder's interval log, as the session's pump does) with 200
 requests per second of run clock, and measures with tracemalloc what stays allocated between a
-warmed-up point and 8,000 requests later. Before records streamed, the parent kept ~4.8 KB per
-request; what is left now grows per 1 s interval (the report's timeline), a few bytes per request.
+warmed-up point and 8,000 requests later: for `speclab run` (every closed interval kept, in a
+temporary file, for the report's timeline) and for `speclab lab` (a retention window of closed
+intervals, and the app's state fed every snapshot). Before records streamed, the parent kept
+~4.8 KB per request; before closed intervals went to disk, ~60 bytes.
 """
 
 from __future__ import annotations
 
 import gc
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from speclab.model.records import RequestRecord, SpecCounts
+from speclab.model.snapshot import Snapshot
+from speclab.session import live
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
 from speclab.traffic.shipping import ingest, to_wire
+from speclab.ui.state import LabState
 
 RATE = 200
 BYTES_PER_REQUEST = 300
+LAB_WINDOW = 20  # the lab's retention, shortened so that the test runs past it
 
 
 def _batch(start: int, n: int) -> list[RequestRecord]:
@@ -37,7 +46,7 @@ def _batch(start: int, n: int) -> list[RequestRecord]:
     return out
 
 
-def _drive(session: LiveSession, start: int, seconds: int) -> int:
+def _drive(session: LiveSession, start: int, seconds: int, view: Callable[[Snapshot], None] | None = None) -> int:
     i = start
     for _ in range(seconds):
         for _ in range(10):  # a worker flushes every 0.1 s
@@ -45,28 +54,54 @@ def _drive(session: LiveSession, start: int, seconds: int) -> int:
             i += RATE // 10
         now = i / RATE + 1.0
         session.aggregator.tick(now)
-        session.aggregator.snapshot(now)
+        snap = session.aggregator.snapshot(now)
+        if view is not None:
+            view(snap)
         assert session.recorder is not None
         session.recorder.write_closed_intervals(session.aggregator)
     return i
 
 
-def test_parent_memory_grows_by_almost_nothing_per_request(tmp_path: Path) -> None:
-    options = RunOptions(scenario="smoke", attach=("bench=http://127.0.0.1:9",), record_path=tmp_path / "rec",
-                         keep_records=False)
-    session = LiveSession(options)
+def _kept_per_request(session: LiveSession, warm_s: int, measured_s: int,
+                      view: Callable[[Snapshot], None] | None = None) -> tuple[int, float]:
+    """Requests driven in all, and bytes still allocated per request driven after the warm-up."""
     session.recorder = session._open_recorder()
     try:
-        i = _drive(session, 0, 10)  # warm: histograms pooled, first intervals closed
+        i = _drive(session, 0, warm_s, view)  # warm: histograms pooled, first intervals closed
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
-        n = _drive(session, i, 40) - i
+        n = _drive(session, i, measured_s, view) - i
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
     finally:
         assert session.recorder is not None
         session.recorder.close({"status": "complete"})
-    assert session.records == [] and session.tally.measured == i + n
-    assert grown / n < BYTES_PER_REQUEST, f"{grown / n:.0f} bytes kept per request ({grown} over {n})"
+    return i + n, grown / n
+
+
+def test_parent_memory_grows_by_almost_nothing_per_request(tmp_path: Path) -> None:
+    options = RunOptions(scenario="smoke", attach=("bench=http://127.0.0.1:9",), record_path=tmp_path / "rec",
+                         keep_records=False)
+    session = LiveSession(options)
+    total, kept = _kept_per_request(session, 10, 40)
+    assert session.records == [] and session.events == [] and session.tally.measured == total
+    assert session.aggregator.stored_intervals == session.aggregator.last_closed_interval + 1  # all, on disk
+    assert kept < BYTES_PER_REQUEST, f"{kept:.0f} bytes kept per request"
+
+
+def test_the_lab_session_and_its_screen_state_keep_a_bounded_window(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`speclab lab`'s session (no records, closed intervals for a retention window) and the app's
+    state fed every snapshot: past the window, nothing grows with the requests."""
+    monkeypatch.setattr(live, "LAB_RETAIN_INTERVALS", LAB_WINDOW)
+    options = RunOptions(scenario="smoke", attach=("bench=http://127.0.0.1:9",), record_path=tmp_path / "rec",
+                         keep_records=False, keep_intervals=False)
+    session = LiveSession(options)
+    state = LabState(session.info)
+    total, kept = _kept_per_request(session, LAB_WINDOW + 10, 40, state.ingest)
+    assert session.records == [] and session.tally.measured == total
+    assert session.aggregator.stored_intervals <= LAB_WINDOW + 1
+    assert state.last_interval == session.aggregator.last_closed_interval
+    assert kept < BYTES_PER_REQUEST, f"{kept:.0f} bytes kept per request"
