@@ -39,7 +39,7 @@ from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import build_plan
 from speclab.traffic.tenants import split_among_tenants
 
-from .accept_context import STAGE_CLOSE_DELAY_S, AcceptContext
+from .accept_context import STAGE_CLOSE_DELAY_S, STAGE_RETAIN_INTERVALS, AcceptContext
 
 WHO = "speclab accept (canary)"
 DRAIN_ON_CANCEL_S = 1.0
@@ -63,7 +63,8 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
     plan = build_plan(scenario, requests=settings.requests * len(ctx.variants), rate=settings.rate, seed=ctx.seed)
     # Records are judged per backend that answered (their variant here), as they stream past.
     agg = Aggregator(list(ctx.variants), [c.name for c in plan.classes], interval_s=INTERVAL_S,
-                     simulated=ctx.engine.simulated, close_delay_s=STAGE_CLOSE_DELAY_S, store=SpilledIntervalStore())
+                     simulated=ctx.engine.simulated, close_delay_s=STAGE_CLOSE_DELAY_S,
+                     retain_intervals=STAGE_RETAIN_INTERVALS, store=SpilledIntervalStore())
     tally, watched, backends = CanaryTally(INTERVAL_S), CanaryWatchTally(ctx.baseline), Counter[str]()
     run_start = time.monotonic()
 

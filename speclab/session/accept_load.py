@@ -34,7 +34,7 @@ from speclab.traffic.cluster import make_runner
 from speclab.traffic.schedule import Plan, build_plan
 from speclab.traffic.wall_plan import wall_plan
 
-from .accept_context import STAGE_CLOSE_DELAY_S, AcceptContext, RecordSink
+from .accept_context import STAGE_CLOSE_DELAY_S, STAGE_RETAIN_INTERVALS, AcceptContext, RecordSink
 from .accept_gateway import gateway_canary_configured, gateway_canary_stage
 
 DRAIN_ON_CANCEL_S = 1.0
@@ -49,7 +49,8 @@ async def measure(
     accumulators); none is kept."""
     classes = [c.name for c in plan.classes]
     aggregator = Aggregator(ctx.variants, classes, interval_s=INTERVAL_S, simulated=ctx.engine.simulated, warmup_s=0.0,
-                            close_delay_s=STAGE_CLOSE_DELAY_S, store=SpilledIntervalStore())
+                            close_delay_s=STAGE_CLOSE_DELAY_S,
+                            retain_intervals=STAGE_RETAIN_INTERVALS, store=SpilledIntervalStore())
     scale, clock = ctx.time_scale, ctx.clock
     run_start = clock()
 
