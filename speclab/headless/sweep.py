@@ -51,7 +51,7 @@ async def run_sweep(setup: SweepSetup, out: TextIO = sys.stdout) -> ExitCode:
     grid = setup.grid
     print(f"speclab sweep: lab {setup.lab.name}, scenario {driver.scenario_name}, {len(grid.configs)} configurations × "
           f"{len(grid.load)} load levels × {grid.repeats} repeat(s), {setup.cell_s:g} s per cell after "
-          f"{grid.warmup_s:g} s warm-up; engine: {driver.engine}", file=out, flush=True)
+          f"{grid.warmup_s:g} s warm-up; engine: {driver.engine}, {driver.time_scale_text}", file=out, flush=True)
     interrupted = catch_interrupts()
     try:
         outcome = await driver.run(interrupted)

@@ -51,7 +51,8 @@ from .follow import follow
 from .live import LiveSession
 from .options import RunOptions, load_scenario
 from .sweep_lab import cell_lab, lab_carries_schedules
-from .time_scale import refuse_for_real_engine, resolve_time_scale
+from .sweep_scale import level_scales, scale_summary, scale_text
+from .time_scale import refuse_for_real_engine
 
 CELLS = "cells"
 CAP_FACTOR = 3.0  # a cell short of its minimum requests runs on, up to this many times its length
@@ -77,7 +78,7 @@ class SweepSetup:
     resume: bool = False
     confirm: bool = True
     drain_timeout_s: float = 5.0
-    time_scale: float | None = None  # --time-scale S; None: auto, for the heaviest cell
+    time_scale: float | None = None  # --time-scale S; None: auto, per load level for its heaviest cell
     metrics_port: int | None = None  # --metrics-port: one endpoint for the whole sweep, every cell in it
     metrics_host: str = DEFAULT_HOST
     metrics_hold_s: float = 0.0  # the front end keeps the final figures up this long
@@ -178,21 +179,16 @@ class SweepDriver:
             raise InputError(f"--cell-duration: {self.setup.cell_s:g} s is not a cell length; give seconds above 0")
         first = self._traffic_plan(self.grid.cells()[0])  # the scenario takes the ladder's mode
         self.classes = [c.name for c in first.classes if c.weight > 0]
-        self.time_scale = self._time_scale()
+        self.scales = level_scales(self.grid.cells(), asked=self.setup.time_scale, engine=self.engine.engine,
+                                   lab=self.lab, traffic=self._traffic_plan)
 
-    def _time_scale(self) -> float:
-        """One S for the whole sweep: the given one, or auto's for its heaviest cell."""
-        scale = 1.0
-        for plan in self.grid.cells():
-            lab, variant = cell_lab(self.lab, plan.config)
-            chosen = resolve_time_scale(self.setup.time_scale, engine=self.engine.engine, lab=lab,
-                                        variants=(variant,), plan=self._traffic_plan(plan))
-            scale = max(scale, chosen.s)
-        return scale
+    @property
+    def time_scale_text(self) -> str:
+        return scale_text(self.scales)
 
     def meta(self, complete: bool) -> dict[str, Any]:
         return {"lab": self.lab.name, "scenario": self.scenario_name, "engine": str(self.engine),
-                "simulated": self.engine.simulated, "time_scale": self.time_scale, "complete": complete,
+                "simulated": self.engine.simulated, **scale_summary(self.scales), "complete": complete,
                 "pair": {k: str(v) for k, v in pair_info(self.lab).items() if k in PAIR_KEYS},
                 "versions": dict(self.versions)}
 
@@ -205,6 +201,8 @@ class SweepDriver:
         prepare_directory(setup.directory, resume=setup.resume, force=setup.force)
         if setup.resume:
             self.cells = [c for c in check_resume(setup.directory, self.grid, self.lab, self.scenario_name) if c.ok]
+            self.scales = level_scales(self.grid.cells(), asked=setup.time_scale, engine=self.engine.engine,
+                                       lab=self.lab, traffic=self._traffic_plan, finished=self.cells)
         for text in self.grid.notes(self.lab.effective(self.lab.baseline).max_num_seqs):
             self.observer.note(f"note: {text}")
         if self.metrics is not None:
@@ -291,7 +289,8 @@ class SweepDriver:
     async def run_cell(self, plan: CellPlan, interrupted: asyncio.Event) -> CellResult | None:
         """One cell: launch, traffic, report, recording; None when interrupted before it finished."""
         setup = self.setup
-        source = {"recording": f"{CELLS}/{plan.id}"}
+        scale = self.scales[plan.load].s
+        source: dict[str, Any] = {"recording": f"{CELLS}/{plan.id}", "time_scale": scale}
         try:
             lab, variant = cell_lab(self.lab, plan.config)
         except InputError as error:
@@ -301,7 +300,7 @@ class SweepDriver:
             shutil.rmtree(record)  # an unfinished or failed earlier attempt at this cell
         options = RunOptions(scenario=self.setup.scenario, engine=setup.engine, record_path=record,
                              seed=setup.seed, workers=setup.workers, cluster=setup.cluster, variants=(variant,), force=setup.force,
-                             drain_timeout_s=setup.drain_timeout_s, time_scale=self.time_scale)
+                             drain_timeout_s=setup.drain_timeout_s, time_scale=scale)
         session = LiveSession(options, plan=self._traffic_plan(plan), lab=lab, metrics=self.metrics)
         if self.metrics is not None:
             self._cells_run += 1

@@ -254,8 +254,10 @@ def cell_from_report(
     ends = any(t.get("variant") == variant and t.get("from_epoch") == epoch for t in report.get("transitions") or ())
     start, end = float(block.get("start_s") or 0.0), float(block.get("end_s") or 0.0)
     saturated = [i for i in (report.get("measurement") or {}).get("saturated_intervals") or () if start < i <= end + 1]
+    clock = ((report.get("simulator_clock") or {}).get("variants") or {}).get(variant)
     facts = {"saturated_intervals": len(saturated), "span_intervals": max(1, round(end - start)),
-             "report_exit": (report.get("exit") or {}).get("code"), **(source or {})}
+             "report_exit": (report.get("exit") or {}).get("code"), "report_reason": (report.get("exit") or {}).get("reason"),
+             "sim_clock": clock, **(source or {})}
     return cell_from_epoch(plan, block, variant=variant, slo=slo, samples=samples, records=records, warmup_s=warmup_s,
                            source=facts, ends_in_transition=ends)
 

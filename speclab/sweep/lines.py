@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from speclab.model.exit_codes import ExitCode
+
 from .cells import CellResult
 from .grid import CellPlan
 from .result import SweepResult
@@ -24,6 +26,20 @@ def _fmt(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+def clock_text(cell: CellResult) -> str:
+    """`` · S=3, clock ok (drift p99 0.4 ms, step 11.2 ms)``: the cell's scale and its simulator's clock."""
+    scale = cell.source.get("time_scale")
+    text = "" if scale is None else f" · S={scale:g}"
+    clock = cell.source.get("sim_clock")
+    if isinstance(clock, dict) and clock.get("intervals"):
+        behind = cell.source.get("report_exit") == int(ExitCode.MEASUREMENT_INVALID)
+        trailing = len(clock.get("trailing_intervals") or ())
+        verdict = "INVALID" if behind else "clock ok" if not trailing else f"clock flagged {trailing}/{clock['intervals']}"
+        text += (f", {verdict} (drift p99 {_fmt(clock.get('drift_p99_ms'), '.1f')} ms, "
+                 f"step {_fmt(clock.get('step_mean_ms'), '.1f')} ms)")
+    return text
+
+
 def cell_line(cell: CellResult, done: int, total: int, result: SweepResult, elapsed_s: float) -> str:
     """E.g. ``cell 3/18 k2_c8_r1 ok in 12 s: 412 req, TPOT p50 9.1 ms, 1530 tok/s, AL 2.41, batch 7.6;
     vs k0: tpot ×1.31, throughput ×1.12``."""
@@ -35,6 +51,7 @@ def cell_line(cell: CellResult, done: int, total: int, result: SweepResult, elap
             f"TPOT p50 {_fmt(cell.value('all', 'tpot'), '.1f')} ms, "
             f"{_fmt(cell.value('all', 'throughput'), '.0f')} tok/s, "
             f"AL {_fmt(cell.value('all', 'acceptance_length'), '.2f')}, batch {_fmt(batch, '.1f')}")
+    text += clock_text(cell)
     if cell.config.speculative and cell.plan.phase == "grid":
         found = (result.speedup.get("all") or {}).get(cell.config.arm(result.grid.varying())) or {}
         parts = []

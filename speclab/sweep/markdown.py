@@ -17,7 +17,7 @@ from typing import Any
 from .cells import ALL
 from .grid import CellConfig, Grid
 from .plots import PLOT_NAMES
-from .result import SweepResult, sweep_document
+from .result import SweepResult, scale_label, sweep_document
 
 
 def _fmt(value: Any, spec: str = ".3g") -> str:
@@ -82,6 +82,32 @@ def _crossover_lines(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _speedup_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Per arm and load level the speed-up over k = 0 (all classes): TPOT p50 ratio / throughput ratio."""
+    per_arm = (doc.get("speedup") or {}).get(ALL) or {}
+    levels = [lv["value"] for lv in doc["grid"]["load"]]
+    if not per_arm:
+        return []
+    out = ["", "## Speed-up over k = 0 (all classes)", "",
+           "TPOT₀ / TPOT_k (p50) and, after the slash, output tokens/s over k = 0's, per load level"
+           f" ({'requests/s' if doc['grid']['load'][0]['mode'] == 'rate' else 'concurrency'}; the running batch"
+           " k = 0 measured there in brackets).", "",
+           "| arm | " + " | ".join(f"{v:g}{_batch(doc, v)}" for v in levels) + " |",
+           "|---|" + "---|" * len(levels)]
+    for arm, measures in per_arm.items():
+        found = {m: {r["load"]: r["speedup"] for r in rows} for m, rows in measures.items()}
+        cells = [f"{_fmt(found.get('tpot', {}).get(v), '.2f')} / {_fmt(found.get('throughput', {}).get(v), '.2f')}"
+                 for v in levels]
+        out.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _batch(doc: Mapping[str, Any], value: float) -> str:
+    batches = [c["server"]["running_batch"] for c in doc["cells"] if c["phase"] == "grid" and c["status"] == "ok"
+               and c["config"]["k"] == 0 and c["load"]["value"] == value and (c.get("server") or {}).get("running_batch")]
+    return f" ({batches[0]})" if batches else ""
+
+
 def _schedule_lines(doc: Mapping[str, Any]) -> list[str]:
     ev = doc["schedule_evidence"]
     lines = ["", "## Recommended k schedule", ""]
@@ -144,7 +170,7 @@ def _confirm_lines(doc: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     sim = " (SIMULATED: modelled by speclab.sim, not measured on a GPU)" if doc.get("simulated") else ""
-    scale = f" · time scale {doc['time_scale']}: figures in modelled time" if doc.get("time_scale") not in (None, 1, 1.0) else ""
+    scale = f" · {scale_label(doc)}: figures in modelled time" if scale_label(doc) else ""
     lines = [f"# Draft-length and batch sweep: {doc.get('lab')} × {doc.get('scenario')}{sim}", ""]
     pair = doc.get("pair") or {}
     if pair:
@@ -152,7 +178,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     versions = doc.get("versions") or {}
     lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted({"speclab": doc.get("speclab_version"),
                                                                           **versions}.items())) + scale)
-    lines += ["", *_grid_lines(doc), *_crossover_lines(doc), *_best_lines(doc), *_schedule_lines(doc),
+    lines += ["", *_grid_lines(doc), *_crossover_lines(doc), *_speedup_lines(doc), *_best_lines(doc), *_schedule_lines(doc),
               *_pareto_lines(doc), *_confirm_lines(doc)]
     if doc.get("notes"):
         lines += ["", "## Notes", "", *[f"- {n}" for n in doc["notes"]]]

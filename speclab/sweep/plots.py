@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from .cells import ALL
 from .reduce import Groups, arm_labels, classes_of, configs_of, group_cells, levels_of
-from .result import SweepResult
+from .result import SweepResult, scale_label
 
 PLOT_NAMES = ("speedup_vs_load", "acceptance_length", "pareto")
 _RC: dict[str, Any] = {"svg.hashsalt": "speclab-sweep", "svg.fonttype": "path", "font.size": 9.0, "axes.grid": True,
@@ -37,8 +37,8 @@ def _title(fig: Figure, what: str, meta: dict[str, Any]) -> None:
     facts = [f"lab {meta.get('lab') or '?'}", f"scenario {meta.get('scenario') or '?'}"]
     if meta.get("simulated"):
         facts.append("SIMULATED")
-    if meta.get("time_scale") not in (None, 1, 1.0):
-        facts.append(f"time scale {meta['time_scale']} (modelled time)")
+    if scale_label(meta):
+        facts.append(f"{scale_label(meta).split(' (')[0]} (modelled time)")
     fig.suptitle(f"{what}\n{' · '.join(facts)}", fontsize=9)
 
 

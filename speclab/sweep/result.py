@@ -17,6 +17,7 @@ from typing import Any
 
 from speclab import __version__
 from speclab.model.errors import InputError
+from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import Lab
 
 from .cells import ALL, CellResult
@@ -86,11 +87,26 @@ def reduce_sweep(grid: Grid, cells: Iterable[CellResult], *, lab: Lab, objective
         if span and saturated > span / 2:
             notes.append(f"cell {c.plan.id}: the client could not keep up in {saturated} of {span} intervals, "
                          "so its numbers describe the load generator more than the server")
+        elif c.ok and c.source.get("report_exit") == int(ExitCode.MEASUREMENT_INVALID):
+            notes.append(f"cell {c.plan.id}: its run was judged invalid ({c.source.get('report_reason')}), "
+                         "so its numbers describe the host more than the server")
     if failed:
         notes.append(f"{len(failed)} cell(s) failed and are left out of every comparison: {', '.join(failed)}")
     return SweepResult(grid, cells, pinned, detail, best_k(groups, tolerance=tol, min_requests=least),
                        break_even(groups, min_requests=least), rec, speculative_config(lab, rec),
                        pareto_by_class(groups), speedups(groups), fixed, confirmed, notes)
+
+
+def scale_label(doc: Mapping[str, Any]) -> str:
+    """``time scale 4`` or ``time scale 1-21.5 by load level (1: 1, ..., 256: 21.5)``; empty at S = 1 throughout."""
+    by_load = doc.get("time_scale_by_load") or {}
+    values = sorted(set(by_load.values())) if by_load else [doc.get("time_scale") or 1.0]
+    if values == [1.0] or values == [1]:
+        return ""
+    if len(values) == 1:
+        return f"time scale {values[0]:g}"
+    return (f"time scale {values[0]:g}-{values[-1]:g} by load level ("
+            + ", ".join(f"{load}: {scale:g}" for load, scale in by_load.items()) + ")")
 
 
 def sweep_document(result: SweepResult, meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +119,7 @@ def sweep_document(result: SweepResult, meta: Mapping[str, Any]) -> dict[str, An
         "schema": SWEEP_SCHEMA,
         "speclab_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **{k: meta.get(k) for k in ("lab", "scenario", "engine", "simulated", "time_scale")},
+        **{k: meta.get(k) for k in ("lab", "scenario", "engine", "simulated", "time_scale", "time_scale_by_load")},
         "pair": dict(meta.get("pair") or {}),
         "versions": dict(meta.get("versions") or {}),
         "complete": bool(meta.get("complete", False)),
