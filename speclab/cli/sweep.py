@@ -112,7 +112,7 @@ def sweep_setup(args: SweepArgs) -> Any:
     directory = args.report_dir or Path(f"sweep-{lab.name}")
     return SweepSetup(lab=lab, scenario=args.scenario, grid=grid, directory=directory, cell_s=cell_s,
                       engine=args.engine, seed=args.seed, force=args.force, resume=args.resume,
-                      confirm=args.confirm, time_scale=parse_time_scale(args.time_scale),
+                      confirm=args.confirm, confirm_fixed_from_grid=args.quick, time_scale=parse_time_scale(args.time_scale),
                       **metrics_settings(asdict(args)), **cluster_settings({"workers": args.workers, "cluster": args.cluster}))
 
 

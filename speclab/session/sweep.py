@@ -77,6 +77,7 @@ class SweepSetup:
     force: bool = False
     resume: bool = False
     confirm: bool = True
+    confirm_fixed_from_grid: bool = False  # --quick: the pass runs the schedule alone, k = 0 and fixed k from the grid
     drain_timeout_s: float = 5.0
     time_scale: float | None = None  # --time-scale S; None: auto, per load level for its heaviest cell
     metrics_port: int | None = None  # --metrics-port: one endpoint for the whole sweep, every cell in it
@@ -166,6 +167,7 @@ class SweepDriver:
         # Bound once every input has been checked and before any server starts (a port in use: exit 2).
         self.metrics: MetricsEndpoint | None = None
         self._cells_run = 0
+        self._confirm_from_grid = False
         if setup.metrics_port is not None:
             run = {"lab": self.lab.name, **{k: str(v) for k, v in pair_info(self.lab).items()}}
             self.metrics = serve_metrics(setup.metrics_port, setup.metrics_host, run)
@@ -193,7 +195,7 @@ class SweepDriver:
                 "versions": dict(self.versions)}
 
     def write(self, *, complete: bool, plots: bool) -> tuple[SweepResult, list[Path]]:
-        result = reduce_sweep(self.grid, self.cells, lab=self.lab)
+        result = reduce_sweep(self.grid, self.cells, lab=self.lab, confirm_from_grid=self._confirm_from_grid)
         return result, write_sweep(self.setup.directory, result, self.meta(complete), plots=plots)
 
     async def run(self, interrupted: asyncio.Event) -> SweepOutcome:
@@ -208,7 +210,7 @@ class SweepDriver:
         if self.metrics is not None:
             self.observer.note(f"metrics: {self.metrics.url} (speclab's own series, every cell an epoch)")
         grid_plans = self.grid.cells()
-        confirm_guess = 3 * len(self.grid.load) * self.grid.repeats if setup.confirm else 0
+        confirm_guess = (1 if setup.confirm_fixed_from_grid else 3) * len(self.grid.load) * self.grid.repeats if setup.confirm else 0
         progress = SweepProgress(total=len(grid_plans) + confirm_guess, done=len(self.cells))
         if not await self._run_plans(remaining(grid_plans, self.cells), progress, interrupted):
             return self._finish(ExitCode.INTERRUPTED, "interrupted; sweep.json holds every finished cell")
@@ -221,6 +223,12 @@ class SweepDriver:
                 arms = []
             elif not arms:
                 self.observer.note("confirmation pass: skipped, no arm beat k=0 anywhere")
+            elif setup.confirm_fixed_from_grid:
+                self._confirm_from_grid = True
+                arms = [a for a in arms if not a.fixed]
+                self.observer.note("confirmation pass (quick): " + (
+                    "the schedule alone, against the grid's own k=0 and best fixed k cells" if arms else
+                    "the recommended schedule is a fixed k the grid measured; its cells are the confirmation"))
             confirm_plans = self.grid.cells("confirm", arms) if arms else []
             progress.total = len(grid_plans) + len(confirm_plans)
             progress.done = len(self.cells)

@@ -31,12 +31,15 @@ def clock_text(cell: CellResult) -> str:
     scale = cell.source.get("time_scale")
     text = "" if scale is None else f" · S={scale:g}"
     clock = cell.source.get("sim_clock")
+    invalid = cell.source.get("report_exit") == int(ExitCode.MEASUREMENT_INVALID)
+    behind = invalid and str(cell.source.get("report_reason") or "").startswith("the simulator")
     if isinstance(clock, dict) and clock.get("intervals"):
-        behind = cell.source.get("report_exit") == int(ExitCode.MEASUREMENT_INVALID)
         trailing = len(clock.get("trailing_intervals") or ())
-        verdict = "INVALID" if behind else "clock ok" if not trailing else f"clock flagged {trailing}/{clock['intervals']}"
+        verdict = "SIM BEHIND" if behind else "clock ok" if not trailing else f"clock flagged {trailing}/{clock['intervals']}"
         text += (f", {verdict} (drift p99 {_fmt(clock.get('drift_p99_ms'), '.1f')} ms, "
                  f"step {_fmt(clock.get('step_mean_ms'), '.1f')} ms)")
+    if invalid and not behind:
+        text += ", CLIENT FLAGGED"
     return text
 
 

@@ -156,6 +156,9 @@ def _confirm_lines(doc: Mapping[str, Any]) -> list[str]:
     if c is None:
         return [*out, "Not run yet: the schedule has not been checked against the best fixed k and k = 0."]
     arm = CellConfig.from_dict(c["schedule_arm"]).arm()
+    if c.get("fixed_arms_from") == "grid":
+        out.append(f"Quick pass: only the schedule ran again; k = 0 and k = {c['best_fixed_k']} are the grid's own cells "
+                   "(same traffic, same time scale), so their noise is not re-measured.")
     if c["within_noise_everywhere"]:
         out.append(f"The schedule ({arm}) is within noise of, or better than, the better of k = {c['best_fixed_k']} "
                    "and k = 0 at every level, on TPOT and throughput, for every class.")

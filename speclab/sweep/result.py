@@ -63,8 +63,10 @@ class SweepResult:
 
 
 def reduce_sweep(grid: Grid, cells: Iterable[CellResult], *, lab: Lab, objective: str = "throughput",
-                 schedule_class: str = ALL) -> SweepResult:
-    """All reductions over the cells finished so far (grid cells, and confirmation cells if any)."""
+                 schedule_class: str = ALL, confirm_from_grid: bool = False) -> SweepResult:
+    """All reductions over the cells finished so far (grid cells, and confirmation cells if any).
+    ``confirm_from_grid``: the confirmation pass runs only the schedule arm (``--quick``), so k = 0 and
+    the best fixed k are the grid's own cells, on the same traffic at the same time scale."""
     cells = list(cells)
     groups = group_cells(cells, "grid")
     tol, least = grid.tie_tolerance, grid.min_requests
@@ -76,10 +78,13 @@ def reduce_sweep(grid: Grid, cells: Iterable[CellResult], *, lab: Lab, objective
                              prompt_class=schedule_class)
     fixed = best_fixed_k(groups, objective=objective, prompt_class=schedule_class)
     confirm_groups = group_cells(cells, "confirm")
+    if confirm_from_grid:
+        confirm_groups = {**groups, **confirm_groups}
     confirmed = None
     schedule_arm = rec.config()
     if confirm_groups and schedule_arm is not None and fixed is not None:
         confirmed = confirmation(confirm_groups, schedule=schedule_arm, best_fixed=fixed, tolerance=tol, min_requests=least)
+        confirmed["fixed_arms_from"] = "grid" if confirm_from_grid else "confirm"
     notes = [*grid.notes(lab.effective(lab.baseline).max_num_seqs), *rec.notes]
     failed = [c.plan.id for c in cells if not c.ok]
     for c in cells:
