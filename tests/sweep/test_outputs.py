@@ -13,7 +13,7 @@ from speclab.model.lab import load_lab
 from speclab.sweep import DraftRules, failed_cell, load_sweep, make_grid, reduce_sweep, remaining
 from speclab.sweep.output import write_sweep
 from speclab.sweep.plots import PLOT_NAMES
-from speclab.sweep.result import SCHEMA_FILE
+from speclab.sweep.result import SCHEMA_FILE, scale_label
 
 from . import synth
 
@@ -69,8 +69,20 @@ def test_sweep_md_is_the_release_note_section(written: tuple[Path, list[Path], o
                   "SLOs: ttft_p99=200ms,tpot_p99=40ms", "## Crossovers per class", "| all | k4 | concurrency 16 |",
                   "## Recommended k schedule", "| 8–31 | 2 |", "--speculative-config '{\"method\":\"draft_model\"",
                   "## Pareto front", "## Confirmation pass", "Not run yet", "Pair: draft_model=meta-llama/Llama-3.2-1B-Instruct",
-                  "time scale 4.0", "1 failed", "![speedup_vs_load](speedup_vs_load.png)"):
+                  "time scale 4: figures in modelled time", "1 failed", "![speedup_vs_load](speedup_vs_load.png)",
+                  "## Speed-up over k = 0 (all classes)", "| arm | 1 (1) | 8 (8) | 16 (16) | 32 (32) | 64 (64) |"):
         assert words in md, words
+    table = md.split("## Speed-up over k = 0 (all classes)")[1].split("##")[0]
+    k4 = next(line for line in table.splitlines() if line.startswith("| k4 |"))
+    tpot = [float(c.split(" / ")[0]) for c in k4.strip("|").split("|")[1:]]
+    assert tpot[0] > 1.0 > tpot[-1] and tpot == sorted(tpot, reverse=True)  # the modelled shape: largest at low load
+
+
+def test_a_time_scale_per_load_level_is_labelled_with_each_levels_scale() -> None:
+    assert scale_label({"time_scale": 1.0, "time_scale_by_load": {"1": 1.0, "8": 1.0}}) == ""
+    assert scale_label({"time_scale": 4.0}) == "time scale 4"
+    assert scale_label({"time_scale": 3.0, "time_scale_by_load": {"1": 1.0, "8": 1.0, "32": 3.0}}) == \
+        "time scale 1-3 by load level (1: 1, 8: 1, 32: 3)"
 
 
 def test_plots_are_written_non_empty_and_deterministic(written: tuple[Path, list[Path], object], tmp_path: Path) -> None:

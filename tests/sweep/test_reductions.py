@@ -232,3 +232,28 @@ def test_a_first_batch_group_whose_servers_all_failed_does_not_blank_the_schedul
     assert [r["throughput"] for r in result.best_k["all"]] == [4, 2, 2, 0, 0]
     arm = result.recommendation.config()
     assert arm is not None and arm.max_num_seqs == 64
+
+
+def test_quick_confirmation_runs_the_schedule_alone_against_the_grids_fixed_cells() -> None:
+    """``--quick``: only the schedule arm runs in the pass; k = 0 and the best fixed k are the grid's cells."""
+    grid = _grid()
+    cells = synth.model_cells(grid)
+    first = reduce_sweep(grid, cells, lab=LAB, confirm_from_grid=True)
+    schedule = first.recommendation.config()
+    assert schedule is not None and schedule.schedule is not None and first.best_fixed is not None
+    assert first.confirmation is not None and first.confirmation["within_noise_everywhere"] is False
+    assert {r["reason"] for r in first.confirmation["unmeasured"]} == {"cell not run"}
+    from speclab.sweep.schedule import dense_k
+
+    alone = [a for a in confirmation_configs(schedule, first.best_fixed) if not a.fixed]
+    assert alone == [schedule]
+    runs = []
+    for plan in grid.cells("confirm", alone):
+        k = dense_k(first.recommendation.schedule, int(plan.load.value))
+        cell = synth.model_cell(CellPlan(type(plan.config)(k), plan.load, plan.repeat, plan.phase), grid.slo,
+                                jitter=synth.JITTER[plan.repeat - 1])
+        runs.append(type(cell)(plan, cell.classes, cell.server, None, cell.source))
+    result = reduce_sweep(grid, [*cells, *runs], lab=LAB, confirm_from_grid=True)
+    assert result.confirmation is not None and result.confirmation["fixed_arms_from"] == "grid"
+    assert result.confirmation["within_noise_everywhere"] is True and not result.confirmation["unmeasured"]
+    assert reduce_sweep(grid, [*cells, *runs], lab=LAB).confirmation is None  # the full pass needs its own fixed cells
