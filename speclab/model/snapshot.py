@@ -13,6 +13,7 @@ from . import acceptance
 from .epochs import EpochInfo, TransitionInfo
 from .names import PERCENTILE_POINTS
 from .records import Event, ServerSample
+from .workers import WorkerRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +278,8 @@ class Snapshot:
     health: ClientHealth = field(default_factory=ClientHealth)  # the latest interval's
     # The worst of every interval so far (the report's client figures are the run's, not the last one's).
     run_health: ClientHealth = field(default_factory=ClientHealth)
+    # Each traffic worker apart (its node, latest and worst interval, clock): the app's worker panel.
+    workers: tuple[WorkerRow, ...] = ()
     events: tuple[Event, ...] = ()  # events since the previous snapshot
     saturated_intervals: tuple[int, ...] = ()  # intervals whose numbers a saturated client affected
     saturated_sends: tuple[int, ...] = ()  # intervals in which the client itself was saturated

@@ -14,7 +14,7 @@ import bisect
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from speclab.metrics.cells import finish_time
 from speclab.model.names import SNAPSHOT_HZ
 from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.model.views import ServerView, SessionInfo
+from speclab.model.workers import WorkerRow
 
 from . import layout
 from .reader import Recording
@@ -128,7 +129,14 @@ def replay_final(recording: Recording) -> tuple[Snapshot, Aggregator]:
         known = {f.name for f in fields(ClientHealth)}
         # The run's health, restored; the intervals it flagged were marked from the recording's events.
         aggregator.set_health(ClientHealth(**{k: v for k, v in health.items() if k in known}), mark=False)
-    return aggregator.snapshot(end, finished=True), aggregator
+    return replace(aggregator.snapshot(end, finished=True), workers=recorded_workers(recording)), aggregator
+
+
+def recorded_workers(recording: Recording) -> tuple[WorkerRow, ...]:
+    """Each traffic worker's health over the recorded run, as the session closed the recording
+    (the run's figures only: a recording keeps no per-worker interval)."""
+    rows = recorded_final(recording).get("workers")
+    return tuple(WorkerRow.from_report(r) for r in rows if isinstance(r, dict)) if isinstance(rows, list) else ()
 
 
 def session_info(recording: Recording) -> SessionInfo:
@@ -207,6 +215,7 @@ class ReplaySource:
         self._stopped = False
         self._wake: asyncio.Event | None = None
         self._servers = server_views(recording)
+        self._workers = recorded_workers(recording)
 
     @property
     def duration(self) -> float:
@@ -270,7 +279,8 @@ class ReplaySource:
         if finished and self._playing:
             self._pos, self._playing = self.duration, False
         aggregator = self._feeder.advance(position, include_rest=finished and self.recording.complete)
-        return aggregator.snapshot(position, paused=not self._playing and not finished, finished=finished)
+        return replace(aggregator.snapshot(position, paused=not self._playing and not finished, finished=finished),
+                       workers=self._workers)
 
     async def snapshots(self) -> AsyncIterator[Snapshot]:
         self._wake = asyncio.Event()

@@ -294,8 +294,11 @@ class LiveSession:
             if self.recorder is not None:
                 self.recorder.write_closed_intervals(self.aggregator)
 
-    def _publish(self, snap: Snapshot) -> None:
+    def _publish(self, snap: Snapshot) -> Snapshot:
+        """Hand ``snap`` on with each worker's health (the aggregator knows only their fold)."""
+        snap = dataclasses.replace(snap, workers=self.worker_table.view())
         self.bus.publish(snap)
+        return snap
 
     async def _await_traffic(self) -> None:
         assert self.runner is not None
@@ -321,8 +324,7 @@ class LiveSession:
             if self.runner is not None:
                 self.aggregator.set_planned(self.runner.issued())
             self.aggregator.finish(now)
-            self.final = self.aggregator.snapshot(now, paused=self.controls.paused, finished=True)
-            self._publish(self.final)
+            self.final = self._publish(self.aggregator.snapshot(now, paused=self.controls.paused, finished=True))
             if self.recorder is not None:
                 self.recorder.write_closed_intervals(self.aggregator)
                 for name, server in self.servers_running.items():

@@ -11,6 +11,7 @@ from speclab.cli.commands import run_options
 from speclab.session.live import LiveSession
 from speclab.ui.app import create_app
 from speclab.ui.screens.relaunch import RelaunchDialog
+from speclab.ui.widgets.workers import WorkersPanel
 
 SCENARIO = """
 name = "steady"
@@ -41,6 +42,12 @@ async def test_pause_relaunch_and_quit_drive_the_real_session(tmp_path: Path) ->
     app = create_app(session, session)
     async with app.run_test(size=(120, 40)) as pilot:
         await _until(lambda: app.state.latest is not None and app.state.latest.cumulative["k2"].total.requests > 0)
+
+        # The workers panel reads the session's own per-worker rows (measurement.workers' source).
+        await pilot.press("6")
+        panel = app.screen.query_one(WorkersPanel)
+        await _until(lambda: session.runner is not None and len(panel.rows) == session.runner.workers)
+        assert {r.node for r in panel.rows} == {"local"} and all(r.last_interval is not None for r in panel.rows)
 
         await pilot.press("space")
         await _until(lambda: session.runner is not None and session.runner.paused)

@@ -11,7 +11,8 @@ from typing import Any
 from textual.pilot import Pilot
 
 from speclab.ui import create_app
-from tests.ui.fakes import FakeSource
+from tests.ui.fakes import FakeSource, build_snapshots
+from tests.ui.worker_rows import with_workers
 
 
 def frozen_app() -> tuple[Any, FakeSource]:
@@ -61,3 +62,9 @@ def test_latency_view_side_by_side_80x24(snap_compare: Any) -> None:
 def test_ab_view_one_class_120x40(snap_compare: Any) -> None:
     app, source = frozen_app()
     assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source, "v", "5", "p", "p", "p"))
+
+
+def test_workers_view_cluster_120x40(snap_compare: Any) -> None:
+    source = FakeSource(with_workers(build_snapshots(), cluster=True))
+    app = create_app(source, source)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=all_snapshots_in(source, "6"))

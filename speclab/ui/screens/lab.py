@@ -1,4 +1,4 @@
-"""The lab screen: five tabs over one snapshot stream, and every key the lab answers to.
+"""The lab screen: six tabs over one snapshot stream, and every key the lab answers to.
 
 The screen owns the view options (selected variant and class, corrected or not, spectrum layout)
 and the control flows (dialogs, confirmation, the call to ``LiveControls``). Rendering is in
@@ -38,11 +38,12 @@ from speclab.ui.widgets.servers import MemoryTable, ServerCard
 from speclab.ui.widgets.spectrum import LAYOUTS, Curve, Layout, SpectrumChart
 from speclab.ui.widgets.status import StatusBar, StatusLine
 from speclab.ui.widgets.timeseries import TimeSeries
+from speclab.ui.widgets.workers import WorkersPanel
 
 SPECTRA: tuple[tuple[Metric, str], ...] = tuple((m, BY_METRIC[m].label) for m in shown_in(Shown.SPECTRUM))
 SERVER_METRICS = {m.metric for m in LATENCY_METRICS if m.source is Source.SERVER}
 PALETTE = ("grey85", "cyan", "magenta", "green3", "orange1", "dodger_blue2")
-TABS = ("latency", "acceptance", "series", "servers", "ab")
+TABS = ("latency", "acceptance", "series", "servers", "ab", "workers")
 CONTROL_ACTIONS = {"set_rate", "set_concurrency", "relaunch"}
 REPLAY_ACTIONS = {"replay_speed", "replay_seek"}
 SOURCE_LABEL = {
@@ -84,6 +85,8 @@ class LabScreen(Screen[None]):
         Binding("3", "show_tab('series')", "Time series", show=False, tooltip="Throughput, rejection, p99 over time"),
         Binding("4", "show_tab('servers')", "Servers", show=False, tooltip="Status, command, logs, memory"),
         Binding("5", "show_tab('ab')", "A/B", show=False, tooltip="Current config vs previous and baseline"),
+        Binding("6", "show_tab('workers')", "Workers", show=False,
+                tooltip="Traffic workers: node, schedule and loop lag, CPU, clock offset, flagged intervals"),
         Binding("left_square_bracket", "replay_speed(0.5)", "Slower", key_display="[", tooltip="Half the replay speed"),
         Binding("right_square_bracket", "replay_speed(2.0)", "Faster", key_display="]", tooltip="Double the replay speed"),
         Binding("comma", "replay_seek(-10)", "-10 s", key_display=",", tooltip="Replay: back 10 s"),
@@ -134,6 +137,8 @@ class LabScreen(Screen[None]):
                 yield Static("", id="ab-title")
                 yield ABTable(id="ab-table")
                 yield Static("", id="ab-note", classes="note")
+            with TabPane("6 Workers", id="workers"), VerticalScroll():
+                yield WorkersPanel(id="workers-panel")
         if self.replay is not None:
             yield ReplayBar(self.replay, id="replay-bar")
         yield Footer(compact=True)
@@ -163,6 +168,9 @@ class LabScreen(Screen[None]):
             self._show_servers()
         elif tab == "ab":
             self._show_ab()
+        elif tab == "workers":
+            snap = self.state.latest
+            self.query_one(WorkersPanel).show(snap.workers if snap else (), replay=self.source.info.replay)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.refresh_view()
