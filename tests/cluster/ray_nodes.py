@@ -24,6 +24,14 @@ import psutil
 
 START_TIMEOUT_S = 90.0
 READY_LINE = "Ray runtime started"
+# What every node needs and no more: one CPU (one traffic worker), a small object store, no usage
+# report, no log monitor (the drivers here do not take workers' logs); the head adds no autoscaler
+# monitor (a fixed cluster; KubeRay starts heads this way when an autoscaler sidecar runs it) and
+# no dashboard UI.
+NODE_OPTIONS = ("--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000",
+                "--disable-usage-stats", "--include-log-monitor=false")
+HEAD_OPTIONS = ("--include-dashboard=false", "--no-monitor")
+NODE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_enable_metrics_collection": "0"}
 
 
 def free_port() -> int:
@@ -35,6 +43,7 @@ def free_port() -> int:
 @dataclass
 class RayNode:
     proc: subprocess.Popen[str]
+    what: str = "node"
     lines: list[str] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
     reader: threading.Thread | None = None
@@ -47,10 +56,10 @@ class RayNode:
                 self.ready.set()
         self.ready.set()  # ended: wait() sees it and reports the exit
 
-    def wait(self, what: str) -> None:
+    def wait(self) -> None:
         if not self.ready.wait(START_TIMEOUT_S) or self.proc.poll() is not None:
             tail = "\n".join(self.lines[-15:])
-            raise RuntimeError(f"the Ray {what} did not start:\n{tail}")
+            raise RuntimeError(f"the Ray {self.what} did not start:\n{tail}")
 
 
 @dataclass
@@ -60,22 +69,22 @@ class RayCluster:
     temp_dir: Path
     nodes: list[RayNode] = field(default_factory=list)
 
-    def start_node(self, *args: str, what: str) -> None:
+    def launch_node(self, *args: str, what: str) -> RayNode:
+        """Start one node's ``ray start --block``; ``RayNode.wait`` waits for it."""
         ray = str(Path(sys.executable).parent / "ray")
         proc = subprocess.Popen(
-            [ray, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-             "--object-store-memory=80000000", "--disable-usage-stats", *args],
+            [ray, "start", "--block", *NODE_OPTIONS, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+            env={**os.environ, **NODE_ENV},
         )
-        node = RayNode(proc)
+        node = RayNode(proc, what=what)
         self.nodes.append(node)
         node.reader = threading.Thread(target=node.read, daemon=True)
         node.reader.start()
-        node.wait(what)
+        return node
 
     def add_node(self) -> None:
-        self.start_node(f"--address={self.gcs}", what=f"node {len(self.nodes) + 1}")
+        self.launch_node(f"--address={self.gcs}", what=f"node {len(self.nodes) + 1}").wait()
 
     def stop(self) -> None:
         """End every process each node's session started: SIGTERM (``--block`` stops its own),
@@ -117,10 +126,13 @@ def start_cluster(nodes: int = 2) -> RayCluster:
     temp_dir = Path(tempfile.mkdtemp(prefix="sr-", dir="/tmp"))
     cluster = RayCluster(address=f"ray://127.0.0.1:{client_port}", gcs=f"127.0.0.1:{gcs_port}", temp_dir=temp_dir)
     try:
-        cluster.start_node("--head", f"--port={gcs_port}", f"--ray-client-server-port={client_port}",
-                           f"--temp-dir={temp_dir}", "--include-dashboard=false", what="head")
-        for _ in range(nodes - 1):
-            cluster.add_node()
+        # The second node starts beside the head, not after it: its `ray start` retries the head's
+        # GCS until it answers, so the two start-ups overlap.
+        launched = [cluster.launch_node("--head", f"--port={gcs_port}", f"--ray-client-server-port={client_port}",
+                                        f"--temp-dir={temp_dir}", *HEAD_OPTIONS, what="head")]
+        launched += [cluster.launch_node(f"--address={cluster.gcs}", what=f"node {n + 2}") for n in range(nodes - 1)]
+        for node in launched:
+            node.wait()
     except BaseException:
         cluster.stop()
         raise
