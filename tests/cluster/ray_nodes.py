@@ -31,7 +31,9 @@ READY_LINE = "Ray runtime started"
 NODE_OPTIONS = ("--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000",
                 "--disable-usage-stats", "--include-log-monitor=false")
 HEAD_OPTIONS = ("--include-dashboard=false", "--no-monitor")
-NODE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_enable_metrics_collection": "0"}
+# A node launched beside the head retries its GCS once a second, 20 times by default; a loaded
+# host may take longer to bring the head's GCS up, so it waits up to a minute.
+NODE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_enable_metrics_collection": "0", "RAY_NUM_REDIS_GET_RETRIES": "60"}
 
 
 def free_port() -> int:
