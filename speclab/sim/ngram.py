@@ -10,6 +10,7 @@ new deep contexts whose shorter suffixes were seen before.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -61,6 +62,15 @@ class NgramCounts:
             self.totals.append(np.bincount(pctx, weights=cnt, minlength=num_ctx).astype(np.float64))
             self.types.append(np.diff(indptr).astype(np.float64))
         self._table, self._row_of, self._flat_tok, self._flat_cnt = self._flatten(smoothing)
+        # The chain walk's lookups, a dict per level (key -> context id) instead of a searchsorted
+        # per level, and whether each context has followers, as Python values.
+        self._index: list[dict[int, int]] = [{}, {}] + [{key: i for i, key in enumerate(k.tolist())} for k in self.keys[2:]]
+        self._has: list[bytes] = [b""] + [bytes((t > 0).astype(np.uint8)) for t in self.types[1:]]
+        # The same table and followers as flat Python arrays, whose scalar reads cost a fraction
+        # of a numpy scalar's: a deep chain reads a handful of rows and a few dozen followers.
+        self._rows = array("d", self._table.ravel().tolist())
+        self._tok_at = array("q", self._flat_tok.tolist())
+        self._cnt_at = array("d", self._flat_cnt.tolist())
         self._cache: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
         self._cache_size = cache_size
         self._shared: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
@@ -106,16 +116,15 @@ class NgramCounts:
         if not context:
             return ()
         cid = context[-1]
-        chain = [(1, cid)] if self.types[1][cid] > 0 else []
+        has, index = self._has, self._index
+        chain = [(1, cid)] if has[1][cid] else []
         v = self.vocab_size
         for n in range(2, len(context) + 1):
-            keys = self.keys[n]
-            key = cid * v + context[-n]
-            pos = int(keys.searchsorted(key))
-            if pos >= len(keys) or keys[pos] != key:
+            found = index[n].get(cid * v + context[-n])
+            if found is None:
                 break
-            cid = pos
-            if self.types[n][cid] > 0:
+            cid = found
+            if has[n][cid]:
                 chain.append((n, cid))
         return tuple(chain)
 
@@ -141,56 +150,49 @@ class NgramCounts:
         while split < len(chain) and chain[split][0] <= SHARED_LEVELS:
             split += 1
         p = self.base
-        deep = chain[split:]
-        row_of = self._row_of
-        levels = self._table[[row_of[level - 1] + lid for level, lid in chain]].tolist()
-        tok, cnt = self._flat_tok, self._flat_cnt
+        row_of, rows = self._row_of, self._rows
         if split:
             key = chain[split - 1]
             hit = self._shared.get(key)
             if hit is None:
-                for lo, hi, total, lam in levels[:split]:
-                    a, b = int(lo), int(hi)
+                tok, cnt = self._flat_tok, self._flat_cnt
+                for level, lid in chain[:split]:
+                    r = 4 * (row_of[level - 1] + lid)
+                    a, b, total, lam = int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3]
                     p = p * (1.0 - lam)
                     p[tok[a:b]] += lam * cnt[a:b] / total
                 self._remember(self._shared, key, p)
             else:
                 self._shared.move_to_end(key)
                 p = hit
-        if deep:
-            scale = 1.0
-            coeffs: list[float] = []
-            tokens: list[IntArray] = []
-            counts: list[FloatArray] = []
-            sizes: list[int] = []
-            for lo, hi, total, lam in reversed(levels[split:]):
-                a, b = int(lo), int(hi)
-                coeffs.append(scale * lam / total)
-                scale *= 1.0 - lam
-                tokens.append(tok[a:b])
-                counts.append(cnt[a:b])
-                sizes.append(b - a)
-            p = self._add_followers(p * scale, tokens, np.concatenate(counts) * np.array(coeffs).repeat(sizes))
+        if split < len(chain):
+            p = self._add_deep(p, chain[split:])
         self._remember(self._cache, chain[-1], p)
         return p
 
-    def _add_followers(self, p: FloatArray, tokens: list[IntArray], weights: FloatArray) -> FloatArray:
-        """``p + bincount(tokens, weights)`` over the vocabulary, summed over the shallowest level's
-        followers only (in place on ``p``, a fresh array).
+    def _add_deep(self, p: FloatArray, deep: tuple[tuple[int, int], ...]) -> FloatArray:
+        """``p`` scaled by every deep level's (1 − λ), plus each level's followers weighted by the
+        λ / total of its level times the (1 − λ) of the deeper ones (a fresh array).
 
-        A deeper context's followers are among its suffix's, so every token is one of the last
-        (shallowest) level's sorted followers: the per-token sums are bincount's, in the same order,
-        and every other token gets + 0.0. Should that ever not hold, the full bincount is used.
+        A deep level has a few followers, so their weights are summed per token in Python floats:
+        deepest level first, from 0.0, then added once to ``p``'s entry, which are the same sums
+        in the same order as a ``bincount`` over the followers added to ``p``.
         """
-        shallow = tokens[-1]
-        if len(tokens) == 1:
-            p[shallow] += weights  # one level: each token once, and bincount's 0.0 + w is w
-            return p
-        flat = np.concatenate(tokens)
-        at = shallow.searchsorted(flat)
-        if not (at < len(shallow)).all() or not (shallow[at] == flat).all():
-            return p + np.bincount(flat, weights=weights, minlength=self.vocab_size)
-        p[shallow] += np.bincount(at, weights=weights, minlength=len(shallow))
+        row_of, rows, tok, cnt = self._row_of, self._rows, self._tok_at, self._cnt_at
+        scale = 1.0
+        sums: dict[int, float] = {}
+        for level, lid in reversed(deep):
+            r = 4 * (row_of[level - 1] + lid)
+            lam = rows[r + 3]
+            c = scale * lam / rows[r + 2]
+            scale *= 1.0 - lam
+            for j in range(int(rows[r]), int(rows[r + 1])):
+                token = tok[j]
+                w = cnt[j] * c
+                sums[token] = sums[token] + w if token in sums else w
+        p = p * scale
+        for token, w in sums.items():
+            p[token] += w
         return p
 
     def _remember(self, cache: OrderedDict[tuple[int, int], FloatArray], key: tuple[int, int], p: FloatArray) -> None:
