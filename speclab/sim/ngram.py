@@ -11,8 +11,10 @@ new deep contexts whose shorter suffixes were seen before.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +22,13 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 SHARED_LEVELS = 2  # suffixes this short get their own cache (see NgramCounts._build)
+
+
+def _flat(typecode: str, values: npt.NDArray[np.int64] | npt.NDArray[np.float64]) -> array[Any]:
+    """``values`` as a flat ``array.array`` (int64 -> "q", float64 -> "d"), copied as bytes."""
+    out = array(typecode)
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64 if typecode == "q" else np.float64).tobytes())
+    return out
 
 
 class NgramCounts:
@@ -61,16 +70,15 @@ class NgramCounts:
             self.follow_cnt.append(cnt.astype(np.float64))
             self.totals.append(np.bincount(pctx, weights=cnt, minlength=num_ctx).astype(np.float64))
             self.types.append(np.diff(indptr).astype(np.float64))
-        self._table, self._row_of, self._flat_tok, self._flat_cnt = self._flatten(smoothing)
-        # The chain walk's lookups, a dict per level (key -> context id) instead of a searchsorted
-        # per level, and whether each context has followers, as Python values.
-        self._index: list[dict[int, int]] = [{}, {}] + [{key: i for i, key in enumerate(k.tolist())} for k in self.keys[2:]]
-        self._has: list[bytes] = [b""] + [bytes((t > 0).astype(np.uint8)) for t in self.types[1:]]
-        # The same table and followers as flat Python arrays, whose scalar reads cost a fraction
-        # of a numpy scalar's: a deep chain reads a handful of rows and a few dozen followers.
-        self._rows = array("d", self._table.ravel().tolist())
-        self._tok_at = array("q", self._flat_tok.tolist())
-        self._cnt_at = array("d", self._flat_cnt.tolist())
+        table, self._row_of, self._flat_tok, self._flat_cnt = self._flatten(smoothing)
+        # The chain walk's keys and the deep levels' table and followers as flat Python arrays (the
+        # same values, copied byte for byte), whose scalar reads and bisection cost a fraction of
+        # numpy's per-call overhead: a walk reads one key per level, a deep chain a few dozen values.
+        self._keys_at: list[array[int]] = [_flat("q", k) for k in self.keys]
+        self._has: list[bytes] = [b""] + [(t > 0).astype(np.uint8).tobytes() for t in self.types[1:]]
+        self._rows = _flat("d", table)
+        self._tok_at = _flat("q", self._flat_tok)
+        self._cnt_at = _flat("d", self._flat_cnt)
         self._cache: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
         self._cache_size = cache_size
         self._shared: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
@@ -116,14 +124,16 @@ class NgramCounts:
         if not context:
             return ()
         cid = context[-1]
-        has, index = self._has, self._index
+        has, keys_at = self._has, self._keys_at
         chain = [(1, cid)] if has[1][cid] else []
         v = self.vocab_size
         for n in range(2, len(context) + 1):
-            found = index[n].get(cid * v + context[-n])
-            if found is None:
+            keys = keys_at[n]
+            key = cid * v + context[-n]
+            pos = bisect_left(keys, key)
+            if pos >= len(keys) or keys[pos] != key:
                 break
-            cid = found
+            cid = pos
             if has[n][cid]:
                 chain.append((n, cid))
         return tuple(chain)
