@@ -301,7 +301,10 @@ class SimEngine:
         """Phase 3: the rejection method checks this step's drafts against the target."""
         seq = item.seq
         masks = seq.grammar.verification_masks(item.drafts) if seq.grammar is not None else None
-        view = TargetView(self.target, seq.target_state, item.drafts, self._adjust_for(seq.req.sampling), masks)
+        params = seq.req.sampling
+        plain = (params.temperature * (1.0 + self.faults.get("sampling_drift", 0.0)) == 1.0
+                 and not 0 < params.top_k < self.target.vocab_size and params.top_p >= 1.0)
+        view = TargetView(self.target, seq.target_state, item.drafts, self._adjust_for(params), masks, plain=plain)
         lossy = self.faults.get("lossy_verifier", 0.0)
         force = (lambda: bool(seq.rng.random() < lossy)) if lossy else None
         try:

@@ -110,7 +110,13 @@ def acceptance_probability(p: FloatArray, q: FloatArray | None, token: int) -> f
 
 def accept_draft(p: FloatArray, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
     """Rejection test for one draft token (draws from ``rng`` only when acceptance is uncertain)."""
-    a = acceptance_probability(p, q, token)
+    return accept_probability_of(float(p[token]), q, token, rng)
+
+
+def accept_probability_of(px: float, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
+    """``accept_draft`` given p(x) alone (the rest of p is not needed to accept or reject)."""
+    qx = 1.0 if q is None else float(q[token])
+    a = 1.0 if px >= qx else px / qx
     return a >= 1.0 or bool(rng.random() < a)
 
 

@@ -24,7 +24,9 @@ from speclab.model.speculative import conditional_rates
 from .grammar.matcher import BoolArray, apply_mask
 from .lm import ContextState, SimLM
 from .ngram import FloatArray
-from .sampling import accept_draft, residual, sample
+from .sampling import accept_probability_of, residual, sample
+
+_reduce = np.add.reduce
 
 Adjust = Callable[[FloatArray], FloatArray]  # raw scores (a fresh array) -> the request's sampling distribution
 Force = Callable[[], bool]  # the lossy-verifier fault: True accepts a draft the method rejected
@@ -45,10 +47,14 @@ class TargetView:
     """
 
     def __init__(self, lm: SimLM, state: ContextState, drafts: Sequence[int], adjust: Adjust,
-                 masks: BoolArray | None = None) -> None:
+                 masks: BoolArray | None = None, *, plain: bool = False) -> None:
+        """``plain``: ``adjust`` only normalises (temperature 1, no top-k or top-p), so ``prob``
+        may divide one score by the total instead of the whole array."""
         self.lm, self.state, self.drafts, self._adjust, self.masks = lm, state, drafts, adjust, masks
+        self.plain = plain
         self.base = len(state)
         self._probs: dict[int, FloatArray] = {}
+        self._unnormed: dict[int, tuple[FloatArray, float]] = {}
         self._argmax: dict[int, int] = {}
         self._raw: dict[int, FloatArray] = {}
 
@@ -67,8 +73,26 @@ class TargetView:
         """The request's sampling distribution (temperature, top-k, top-p) at position i."""
         hit = self._probs.get(i)
         if hit is None:
-            hit = self._probs[i] = self._adjust(self._scores(i))
+            lazy = self._unnormed.pop(i, None)
+            if lazy is not None:
+                scores, total = lazy
+                scores /= total  # what adjust does when plain
+                hit = self._probs[i] = scores
+            else:
+                hit = self._probs[i] = self._adjust(self._scores(i))
         return hit
+
+    def prob(self, i: int, token: int) -> float:
+        """``probs(i)[token]``; when plain, the one score over the total (the same division), the
+        array normalised only if it is sampled from later."""
+        hit = self._probs.get(i)
+        if hit is not None or not self.plain:
+            return float((hit if hit is not None else self.probs(i))[token])
+        lazy = self._unnormed.get(i)
+        if lazy is None:
+            scores = self._scores(i)
+            lazy = self._unnormed[i] = (scores, float(_reduce(scores)))
+        return float(lazy[0][token]) / lazy[1]
 
     def raw(self, i: int) -> FloatArray:
         """The target's own distribution at position i (temperature 1, nothing filtered)."""
@@ -109,7 +133,7 @@ class StandardVerifier:
     def verify(self, view: TargetView, drafts: list[int], qs: Sequence[FloatArray | None], greedy: bool,
                rng: np.random.Generator, force: Force | None = None) -> Verdict:
         for i, x in enumerate(drafts):
-            ok = view.argmax(i) == x if greedy else accept_draft(view.probs(i), qs[i], x, rng)
+            ok = view.argmax(i) == x if greedy else accept_probability_of(view.prob(i, x), qs[i], x, rng)
             if not ok and not (force is not None and force()):
                 return Verdict(i, [*drafts[:i], _recover(view, i, x, qs[i], greedy, rng)])
         return Verdict(len(drafts), [*drafts, _bonus(view, len(drafts), greedy, rng)])
