@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from speclab.model import names
 
 from .api import StepStats
+from .prom_text import TextExposition
 
 FINISHED_REASONS: Final = ("stop", "length", "abort", "error", "repetition")
 
@@ -110,6 +111,7 @@ class SimMetrics:
             per_pos = Counter(names.PROM_SPEC_ACCEPTED_PER_POS, "Accepted tokens per draft position.",
                               [*labels, "position"], registry=r)
             self.spec_per_pos = [per_pos.labels(**lv, position=str(i)) for i in range(num_spec_tokens)]
+        self._text = TextExposition(r)
 
     def observe_step(self, stats: StepStats) -> None:
         self.running.set(stats.running)
@@ -170,4 +172,4 @@ class SimMetrics:
         self.drift.set(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return self._text.render()
