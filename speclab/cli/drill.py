@@ -9,7 +9,14 @@ from typing import Any
 import click
 
 from .base import _guard
-from .options import cluster_options, cluster_settings, engine_option, metrics_options, metrics_settings
+from .options import (
+    cluster_options,
+    cluster_settings,
+    engine_option,
+    metrics_options,
+    metrics_settings,
+    time_scale_option,
+)
 
 
 @click.command()
@@ -37,9 +44,11 @@ from .options import cluster_options, cluster_settings, engine_option, metrics_o
 @click.option("--force", is_flag=True, help="write over a previous drill's report")
 @metrics_options
 @cluster_options
+@time_scale_option
 def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
     """Switch a canary tenant to the speculative pool behind HAProxy, roll back, measure the flip."""
     from speclab.headless.drill import drill_command
+    from speclab.model.time_scale import parse_time_scale
     from speclab.session.drill_plan import DrillOptions
 
     def body() -> int:
@@ -50,6 +59,7 @@ def drill(lab_name: str, scenario: str | None, **opts: Any) -> None:
             trigger_intervals=int(opts["trigger_intervals"]), canary_tenant=opts.get("canary_tenant"),
             control_tenant=opts.get("control_tenant"), pool=opts.get("pool"), rate=opts.get("rate"),
             seed=opts.get("seed"), haproxy=opts.get("haproxy_bin"), force=bool(opts.get("force")),
+            time_scale=parse_time_scale(opts.get("time_scale")),
             **metrics_settings(opts),
             **cluster_settings(opts),
         )

@@ -83,13 +83,15 @@ async def start_gateway(
     api_key: str | None = None,
     ready_timeout: float | None = None,
     sim_module: str | None = None,
+    time_scale: float = 1.0,
 ) -> RunningGateway:
-    """Servers for ``routing.variants``, then HAProxy; on any failure, everything started is stopped."""
+    """Servers for ``routing.variants``, then HAProxy; on any failure, everything started is stopped.
+    ``time_scale``: the simulators' S (real servers refuse one other than 1)."""
     files = GatewayFiles.in_directory(directory)
     await _refuse_running(files)
     files.directory.mkdir(parents=True, exist_ok=True)
     manager = ServerManager(lab, engine, log_dir=files.log_dir, api_key=api_key, ready_timeout=ready_timeout,
-                            sim_module=sim_module or SIM_MODULE)
+                            sim_module=sim_module or SIM_MODULE, time_scale=time_scale)
     gw = RunningGateway(state=GatewayState(lab="", url="", socket="", config="", tenants_map="", routes_map="",
                                            servers={}, routing={}), files=files, manager=manager)
     try:

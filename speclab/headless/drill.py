@@ -189,7 +189,8 @@ def build_drill_report(outcome: DrillOutcome, code: ExitCode, reason: str, block
     info = SessionInfo(lab=plan.lab.name, scenario=plan.plan.name, variants=tuple(plan.routing.variants),
                        classes=tuple(classes), simulated=outcome.simulated, pair={k: str(v) for k, v in pair.items()},
                        arrival={"mode": plan.plan.mode, "process": plan.plan.process, "duration_s": plan.duration_s,
-                                "tenants": [plan.control, plan.canary], **plan.plan.overrides})
+                                "tenants": [plan.control, plan.canary], **plan.plan.overrides},
+                       time_scale=outcome.time_scale.s)
     extra = {"engine": outcome.engine, "drill": block, "events": [e.to_dict() for e in outcome.events],
              "requests_sent": len(outcome.records), "exit": {"code": int(code), "name": code.name, "reason": reason}}
     return build_report(info, snap, servers=outcome.servers, command="drill", extra=extra)

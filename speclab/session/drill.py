@@ -27,13 +27,16 @@ from speclab.gateway.controller import GatewayController
 from speclab.gateway.launch import RunningGateway, start_gateway
 from speclab.metrics.exporter_http import serve_metrics
 from speclab.model.errors import ServerNotReadyError
+from speclab.model.names import INTERVAL_S
 from speclab.model.records import Event, RequestRecord
+from speclab.model.time_scale import TimeScale
 from speclab.servers.argv import Engine
 from speclab.servers.engine import select_engine
 from speclab.servers.pairing import pair_info, require_pairing
 from speclab.traffic.client import Target
 from speclab.traffic.cluster import make_runner
 from speclab.traffic.runner import TrafficRunner, TrafficSummary
+from speclab.traffic.wall_plan import wall_plan
 
 from .api import ServerView
 from .drill_metrics import DrillMetrics
@@ -41,6 +44,7 @@ from .drill_plan import DrillOptions, DrillPlan, resolve
 from .drill_watch import FlipWatcher
 from .server_watch import server_view
 from .signals import catch_interrupts, release_interrupts
+from .time_scale import refuse_for_real_engine, resolve_time_scale
 
 WHO = "speclab drill"
 DRAIN_TIMEOUT_S = 30.0
@@ -53,6 +57,7 @@ IN_FLIGHT_WAIT_S = 2.0  # a scheduled rollback waits this long at most for a spe
 class DrillOutcome:
     plan: DrillPlan
     engine: str = ""
+    time_scale: TimeScale = field(default_factory=TimeScale)
     simulated: bool = True
     records: list[RequestRecord] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -75,13 +80,17 @@ class DrillOutcome:
 
 
 class _Drill:
-    def __init__(self, plan: DrillPlan, out: TextIO, metrics: DrillMetrics | None = None) -> None:
+    def __init__(self, plan: DrillPlan, out: TextIO, metrics: DrillMetrics | None = None,
+                 time_scale: TimeScale | None = None) -> None:
+        """``time_scale``: the simulators' S; the drill's clock, its schedule and its records are in
+        modelled time (wall time over S), and every wait is stretched by S."""
         self.plan = plan
+        self.scale = time_scale or TimeScale()
         self.out = out
         self.metrics = metrics
         self._pump: asyncio.Task[None] | None = None
         self.run_start = time.monotonic()
-        self.outcome = DrillOutcome(plan=plan)
+        self.outcome = DrillOutcome(plan=plan, time_scale=self.scale)
         self.gw: RunningGateway | None = None
         self.controller: GatewayController | None = None
         self.runner: TrafficRunner | None = None
@@ -91,7 +100,7 @@ class _Drill:
         self._stopped = False
 
     def now(self) -> float:
-        return time.monotonic() - self.run_start
+        return self.scale.to_model(time.monotonic() - self.run_start)
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -101,6 +110,7 @@ class _Drill:
         self.say(f"event t={event.t - self.outcome.traffic_start:.2f}s {event.kind}: {event.message}")
 
     def on_records(self, records: list[RequestRecord]) -> None:
+        self.scale.ingest(records)  # wall -> modelled seconds, as the records arrive
         self.outcome.records.extend(records)
         if self.metrics is not None:
             self.metrics.add(records)
@@ -114,7 +124,7 @@ class _Drill:
     async def start(self, engine: Engine, haproxy: str, api_key: str | None) -> None:
         plan = self.plan
         self.gw = await start_gateway(plan.lab, plan.routing, engine=engine, directory=plan.report_dir,
-                                      haproxy=haproxy, api_key=api_key)
+                                      haproxy=haproxy, api_key=api_key, time_scale=self.scale.s)
         self.outcome.servers = {n: server_view(s, log_lines=0) for n, s in self.gw.servers.items()}
         if self.metrics is not None:
             self.metrics.launch(self.gw.servers)
@@ -128,10 +138,12 @@ class _Drill:
         baseline = self.gw.servers[plan.routing.baseline]
         target = Target(variant="gateway", base_url=state.url, model=baseline.model_name or "",
                         headers=dict(baseline.headers))
-        self.runner = make_runner(plan.plan, {"gateway": target}, cluster=plan.cluster, workers=plan.workers,
-                                  run_start=self.run_start, on_records=self.on_records)
+        self.runner = make_runner(wall_plan(plan.plan, self.scale.s), {"gateway": target}, cluster=plan.cluster,
+                                  workers=plan.workers, run_start=self.run_start, on_records=self.on_records,
+                                  health_interval_s=self.scale.to_wall(INTERVAL_S))
         await self.runner.start()
-        self.outcome.traffic_start = self.runner.traffic_start or self.now()
+        start = self.runner.traffic_start
+        self.outcome.traffic_start = self.scale.to_model(start) if start else self.now()
         if self.metrics is not None:
             self._pump = asyncio.create_task(self.metrics.pump(self.now), name="drill-metrics")
         self.say(f"drill: traffic to {state.url} from t=0 for {plan.duration_s:g} s: tenants {plan.control} "
@@ -142,7 +154,7 @@ class _Drill:
 
     async def stop_traffic(self, drain_s: float) -> None:
         if self.runner is not None and not self.runner.finished.done():
-            summary = await self.runner.stop(drain_s)
+            summary = await self.runner.stop(self.scale.to_wall(drain_s))
             self.outcome.traffic_errors += summary.errors
 
     async def stop(self) -> None:
@@ -171,7 +183,7 @@ class _Drill:
         return self.outcome.traffic_start + offset
 
     async def _sleep_until(self, t: float) -> None:
-        await asyncio.sleep(max(0.0, t - self.now()))
+        await asyncio.sleep(self.scale.to_wall(max(0.0, t - self.now())))
 
     async def switch(self) -> None:
         assert self.controller is not None
@@ -209,7 +221,7 @@ class _Drill:
         self.rolled_back.set()
         assert self.controller is not None and self.gw is not None
         self.watcher = FlipWatcher(self.gw.state.socket, self.plan.speculative, self.now)
-        await self.watcher.before_flip(wait_for_in_flight_s)
+        await self.watcher.before_flip(self.scale.to_wall(wait_for_in_flight_s))
         self.say(f"drill: rollback at t={self.now() - self.outcome.traffic_start:.2f}s ({reason})")
         command = self.now()
         self.watcher.start(command)
@@ -264,7 +276,7 @@ class _Drill:
             summary: TrafficSummary = self.runner.finished.result()
             outcome.traffic_errors += summary.errors
         if self.watcher is not None:
-            outcome.watch = await self.watcher.finish(WATCH_GRACE_S)
+            outcome.watch = await self.watcher.finish(self.scale.to_wall(WATCH_GRACE_S))
         outcome.end_s = self.now()
         if self.metrics is not None:
             self.metrics.finish(outcome.end_s)
@@ -277,9 +289,12 @@ class _Drill:
 async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
                     on_ready: Callable[[DrillPlan], None] | None = None) -> DrillOutcome:
     """Run the drill; stop everything whatever happens; return what was measured."""
+    refuse_for_real_engine(options.time_scale, options.engine)
     plan = resolve(options)  # bad input: exit 2 before anything starts
     haproxy = find_haproxy(options.haproxy)
     engine = select_engine(options.engine)
+    scale = resolve_time_scale(options.time_scale, engine=engine.engine, lab=plan.lab,
+                               variants=tuple(plan.routing.variants), plan=plan.plan)
     metrics = None
     if options.metrics_port is not None:  # every input checked, nothing started: a port in use is exit 2
         pair = pair_info(plan.lab, require_pairing(plan.lab, force=True))
@@ -287,10 +302,11 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
                                  {"lab": plan.lab.name, **{k: str(v) for k, v in pair.items()}})
         metrics = DrillMetrics(endpoint, plan.routing.variants, [c.name for c in plan.plan.classes],
                                simulated=engine.simulated, warmup_s=plan.plan.warmup_s)
-    drill = _Drill(plan, out, metrics)
+    drill = _Drill(plan, out, metrics, scale)
     drill.outcome.engine, drill.outcome.simulated = str(engine), engine.simulated
     drill.say(f"speclab {__version__} drill: lab {plan.lab.name} ({plan.routing.baseline}, {plan.pool}) x "
-              f"{plan.plan.name}; engine: {engine}")
+              f"{plan.plan.name}; engine: {engine}"
+              + (f"; time scale {scale.s:g} ({scale.reason}): figures in modelled time" if scale.scaled else ""))
     if metrics is not None:
         drill.say(f"metrics: {metrics.url} (speclab's own series per backend, for Prometheus)")
     api_key = os.environ.get(plan.lab.server.api_key_env) if plan.lab.server.api_key_env else None

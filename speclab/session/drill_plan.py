@@ -50,6 +50,7 @@ class DrillOptions:
     metrics_hold_s: float = 0.0
     workers: int | None = 1  # None: one per CPU of the cluster
     cluster: str | None = None  # --cluster: the drill's traffic workers on this Ray cluster
+    time_scale: float | None = None  # --time-scale S; None: auto (the simulators' S, from the load)
 
 
 @dataclass(frozen=True)

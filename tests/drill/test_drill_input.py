@@ -28,6 +28,8 @@ def _drill(*args: str) -> subprocess.CompletedProcess[str]:
     (("--trigger-intervals", "0"), "expected at least 1"),
     (("--canary-tenant", "A", "--control-tenant", "A"), "must differ"),
     (("--haproxy", "/nonexistent/haproxy"), "no such executable"),
+    (("--time-scale", "0.5"), "--time-scale: must be >= 1"),
+    (("--time-scale", "fast"), "--time-scale: expected a number >= 1 or 'auto'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, extra: tuple[str, ...], message: str) -> None:
     lab, scenario = write_inputs(tmp_path)
@@ -49,3 +51,13 @@ def test_an_existing_report_is_not_overwritten_without_force(tmp_path: Path) -> 
 def test_an_unknown_lab_is_one_line_and_exit_2() -> None:
     done = _drill("no-such-lab")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+def test_a_time_scale_for_a_real_server_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    lab, scenario = write_inputs(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "speclab.cli.main", "drill", str(lab), str(scenario), "--duration", "8",
+                           "--report", str(tmp_path / "r"), "--engine", "vllm", "--time-scale", "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "a real vllm server always runs at 1" in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -63,6 +64,25 @@ def test_a_scheduled_drill_measures_the_flip_from_both_sides_and_writes_the_prod
     assert not (directory / "haproxy.sock").exists()
     md = (directory / "report.md").read_text()
     assert "## Rollback drill" in md and re.search(r"rollback_s \d+\.\d{3} s", md)
+
+
+def test_a_drill_under_a_time_scale_runs_its_simulators_and_its_schedule_in_modelled_time(tmp_path: Path) -> None:
+    lab, scenario = write_inputs(tmp_path)
+    began = time.monotonic()
+    run = run_drill(str(lab), str(scenario), *SHORT, "--time-scale", "2", report_dir=tmp_path / "report")
+    wall = time.monotonic() - began
+    assert run.code == 0, run.output
+    assert run.started and run.alive == [], run.alive
+    report = run.report
+    assert report["time_scale"] == 2.0
+    assert "time scale 2 (given with --time-scale): figures in modelled time" in run.output
+    for name in ("baseline", "k4"):
+        assert "--sim-time-scale 2" in report["servers"][name]["command"], report["servers"][name]
+    assert report["drill"]["rollback_by"] == "schedule" and report["drill"]["converged"] is True
+    # The switch at 2 s of modelled time (4 s of wall), and the 8 modelled seconds of traffic took 16 of wall.
+    switch = re.search(r"event t=(\d+\.\d+)s route_change", run.output)
+    assert switch is not None and 1.9 <= float(switch.group(1)) <= 2.5, run.output
+    assert wall >= 16.0, wall
 
 
 def test_a_trigger_rolls_back_on_its_own_and_the_report_links_it_to_the_switch(tmp_path: Path) -> None:
