@@ -20,9 +20,12 @@ from .records import RequestRecord
 AUTO: Final = "auto"
 # Calibration of this project's reference host (2 cores, measured with bench/bench_time_scale.py,
 # docs/simulator.md "Time scale"): the running sequences, weighted by WEIGHT_PER_DRAFT_TOKEN per
-# draft token, that all of a run's simulators together keep on their modelled clock at S = 1. The
-# default lab at 96 in flight each (64 running per simulator, 288 weighted) kept its clock (drift
-# p99 0.06 of a step) with a valid client at S = 12, and not at 4 (25 steps) or 6 (0.13 of a step).
+# draft token, that all of a run's simulators together keep on their modelled clock at S = 1 with a
+# valid client. The default lab at 96 in flight each (64 running per simulator, 288 weighted) kept
+# its clock (drift p99 0.06 of a step) with a valid client at S = 12, and not at 4 (25 steps) or 6
+# (0.13 of a step). Re-measured after the faster engine (--runs 96:5,96:6,96:8): drift p99 0.153,
+# 0.118 and 0.079 of a step, the client saturated in 11-12 of 12 intervals at each, so the smallest
+# valid S is still above 8 and the capacity stays 288 / 12.
 HOST_CAPACITY_SEQS: Final = 24.0
 WEIGHT_PER_DRAFT_TOKEN: Final = 0.25
 # A typical modelled time per output token (sim-8b on an H100 at a moderate batch), used only to
