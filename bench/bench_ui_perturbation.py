@@ -131,7 +131,7 @@ def report(rate: float, arms: dict[str, Arm]) -> None:
               f"{f'{arm.saturated}/{arm.intervals}':>10}")
     h, a = arms["headless"], arms["app open"]
     print(f"app rendered while polled {a.frames} times; ratio app/headless: p50 {_ratio(a.p50, h.p50)}  "
-          f"p99 {_ratio(a.p99, h.p99)}  max {_ratio(a.max, h.max)}  mean {_ratio(a.mean, h.mean)}")
+          f"p99 {_ratio(a.p99, h.p99)}  max {_ratio(a.max, h.max)}  mean {_ratio(a.mean, h.mean)}", flush=True)
     if not h.kept_up:
         print(f"headless is saturated at this rate (lag p99 {h.p99:.1f} ms against the {SCHEDULE_LAG_LIMIT_MS:g} ms "
               "limit): the ratio compares two collapsed runs, not the app's cost")
@@ -155,17 +155,16 @@ def main() -> None:
     try:
         for proc in burners:
             proc.start()
+        print(f"scenario {args.scenario}, {args.duration:g} s per run, variants baseline,k4 (simulated), "
+              f"{args.busy} other processes burning a core each through all runs", flush=True)
         with tempfile.TemporaryDirectory(prefix="bench-ui-") as tmp:
-            for rate in rates:
+            for rate in rates:  # each rate's figures printed as soon as it is measured
                 results[rate] = run_rate(rate, args, Path(tmp))
+                report(rate, results[rate])
     finally:
         for proc in burners:
             proc.terminate()
             proc.join()
-    print(f"scenario {args.scenario}, {args.duration:g} s per run, variants baseline,k4 (simulated), "
-          f"{args.busy} other processes burning a core each through all runs")
-    for rate, arms in results.items():
-        report(rate, arms)
     kept = [rate for rate, arms in results.items() if arms["headless"].kept_up]
     if kept:
         best = max(kept)

@@ -84,3 +84,26 @@ def test_render_cap_paints_every_snapshot_unless_loaded() -> None:
         now[0] = step * 0.25
         painted += cap.due(loaded=True)
     assert painted == round(10 / LOADED_RATE_S)
+
+
+def test_the_app_lowers_its_loop_while_traffic_runs_and_puts_it_back_on_quit() -> None:
+    from speclab.ui import create_app
+    from tests.ui.fakes import FakeSource
+
+    async def drive() -> tuple[int, int | None, int, bool, int | None]:
+        before = _nice()
+        source = FakeSource(loop_forever=True, delay=0.01)
+        app = create_app(source, source, yield_cpu=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.priority.now is None:
+                await pilot.pause(0.01)
+            during = _nice()
+            await pilot.press("q")
+        return before, app.priority.now, during, ("stop", ()) in source.calls, _nice()
+
+    before, left, during, stopped, after = _in_thread(lambda: asyncio.run(drive()))
+    assert during == min(19, before + UI_NICE) and stopped
+    if left is None:  # put back (privileged, or RLIMIT_NICE allows it)
+        assert after == before
+    else:
+        assert after == during
