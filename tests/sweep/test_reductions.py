@@ -256,4 +256,5 @@ def test_quick_confirmation_runs_the_schedule_alone_against_the_grids_fixed_cell
     result = reduce_sweep(grid, [*cells, *runs], lab=LAB, confirm_from_grid=True)
     assert result.confirmation is not None and result.confirmation["fixed_arms_from"] == "grid"
     assert result.confirmation["within_noise_everywhere"] is True and not result.confirmation["unmeasured"]
-    assert reduce_sweep(grid, [*cells, *runs], lab=LAB).confirmation is None  # the full pass needs its own fixed cells
+    full = reduce_sweep(grid, [*cells, *runs], lab=LAB).confirmation  # the full pass compares only its own cells
+    assert full is not None and full["fixed_arms_from"] == "confirm" and full["levels"] == []
