@@ -40,10 +40,10 @@ IN_FLIGHT_PER_VARIANT = 16
 # A load stage's aggregator closes an interval this long after its end, so the records shipped
 # from the workers are all in (as rebuilding it from every record at the end would count them),
 # and its histograms are encoded from then on rather than held open for the whole stage. It keeps
-# closed intervals (on disk) and their summaries for a minute: its snapshot's cumulative view and
+# closed intervals (on disk) and their summaries for ten seconds: its snapshot's cumulative view and
 # A/B windows grow as intervals close, and no stage reads an older interval back.
 STAGE_CLOSE_DELAY_S = 5.0
-STAGE_RETAIN_INTERVALS = 60
+STAGE_RETAIN_INTERVALS = 10
 
 
 class RecordSink(Protocol):

@@ -50,9 +50,10 @@ def _batches(records: list[RequestRecord], seed: int = 9) -> list[list[RequestRe
 
 
 def test_answered_canary_and_busy_span_tallies_equal_the_list() -> None:
-    records = _records()
+    batches = _batches(_records())
+    records = [r for batch in batches for r in batch]  # as they arrived
     answers, canary, spans = AnsweredTally(), CanaryTally(), BusySpans()
-    for batch in _batches(records):
+    for batch in batches:
         for sink in (answers, canary, spans):
             sink.add(batch)
     assert check_answered(CANARY, answers, allowed_error_pct=1.0) == check_answered(CANARY, records, allowed_error_pct=1.0)
@@ -68,10 +69,11 @@ def test_answered_canary_and_busy_span_tallies_equal_the_list() -> None:
 
 
 def test_the_canary_watch_streamed_equals_the_list_and_its_p99s_are_the_groups() -> None:
-    records = _records()
+    batches = _batches(_records())
+    records = [r for batch in batches for r in batch]  # as they arrived
     events = [Event(t=5.0, kind="weight_change", message="gateway: k4 10%")]
     tally = CanaryWatchTally("baseline")
-    for batch in _batches(records):
+    for batch in batches:
         tally.add(batch)
     def watch(source: CanaryWatchTally | list[RequestRecord]) -> CanaryWatch:
         return watch_canary(source, "baseline", events, max_structured_pct=1.0, max_p99_ratio=1.1,
