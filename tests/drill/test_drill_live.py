@@ -77,7 +77,8 @@ def test_a_drill_under_a_time_scale_runs_its_simulators_and_its_schedule_in_mode
     assert report["time_scale"] == 2.0
     assert "time scale 2 (given with --time-scale): figures in modelled time" in run.output
     for name in ("baseline", "k4"):
-        assert "--sim-time-scale 2" in report["servers"][name]["command"], report["servers"][name]
+        server = report["variants"][name]["server"]
+        assert "--sim-time-scale 2" in server["command"], server
     assert report["drill"]["rollback_by"] == "schedule" and report["drill"]["converged"] is True
     # The switch at 2 s of modelled time (4 s of wall), and the 8 modelled seconds of traffic took 16 of wall.
     switch = re.search(r"event t=(\d+\.\d+)s route_change", run.output)
