@@ -149,7 +149,10 @@ class LabScreen(Screen[None]):
     # -- rendering ---------------------------------------------------------------------------
 
     def refresh_view(self) -> None:
-        """Repaint the status lines and the tab that is showing from the app's state."""
+        """Repaint the status lines and the tab that is showing from the app's state (nothing once
+        the app is exiting: a repaint deferred by the render cap may fire while widgets go)."""
+        if not self.is_attached:
+            return
         self.status.snapshot = self.state.latest
         self.status.variant = self.view.variant
         self.status.prompt_class = self.view.prompt_class
