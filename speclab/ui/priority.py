@@ -63,11 +63,6 @@ class UiPriority:
         return True
 
 
-def lower_ui_priority(increment: int = UI_NICE) -> int | None:
-    """Add ``increment`` to this thread's nice value for good; the new value, or None where it cannot."""
-    return UiPriority(increment).lower()
-
-
 class RenderCap:
     """Whether to repaint now: always while the client keeps up, at most every ``LOADED_RATE_S``
     while it is saturated (the state keeps every snapshot, so a skipped repaint loses nothing)."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from speclab.servers.launcher import launch, launcher_nice
-from speclab.ui.priority import LOADED_RATE_S, UI_NICE, RenderCap, UiPriority, lower_ui_priority
+from speclab.ui.priority import LOADED_RATE_S, UI_NICE, RenderCap, UiPriority
 
 CHILD_NICE = [sys.executable, "-c", "import os; print(os.nice(0))"]
 
@@ -33,7 +33,7 @@ def _in_thread(fn: Callable[[], Any]) -> Any:
 
 def test_lowering_changes_only_the_calling_thread() -> None:
     before = _nice()
-    assert _in_thread(lambda: lower_ui_priority(5)) == min(19, before + 5)
+    assert _in_thread(lambda: UiPriority(5).lower()) == min(19, before + 5)
     assert _nice() == before  # this thread untouched
 
 
