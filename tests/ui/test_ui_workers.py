@@ -28,6 +28,14 @@ async def _settle(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> Non
     assert app.state.snapshots_seen == len(source.frozen)
 
 
+async def _workers_tab(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> WorkersPanel:
+    """Every snapshot taken in, then tab 6 shown: its panel."""
+    await _settle(pilot, app, source)
+    await pilot.press("6")
+    await pilot.pause()
+    return app.screen.query_one(WorkersPanel)
+
+
 def _plain(panel: WorkersPanel, width: int = 116) -> str:
     console = Console(width=width, file=io.StringIO())
     console.print(render_workers(panel.rows, replay=panel._replay))
@@ -46,10 +54,7 @@ async def test_tab_6_lists_local_workers_with_their_latest_and_worst_interval() 
     source = FakeSource(with_workers(build_snapshots(), cluster=False))
     app = create_app(source, source)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _settle(pilot, app, source)
-        await pilot.press("6")
-        await pilot.pause()
-        panel = app.screen.query_one(WorkersPanel)
+        panel = await _workers_tab(pilot, app, source)
         assert panel.rows == source.frozen[-1].workers and len(panel.rows) == 2
         assert panel.border_title == "traffic workers · 2 on this host"
         text = _plain(panel)
@@ -61,10 +66,7 @@ async def test_cluster_workers_show_nodes_clock_bounds_and_why_each_was_flagged(
     source = FakeSource(with_workers(build_snapshots(), cluster=True))
     app = create_app(source, source)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _settle(pilot, app, source)
-        await pilot.press("6")
-        await pilot.pause()
-        panel = app.screen.query_one(WorkersPanel)
+        panel = await _workers_tab(pilot, app, source)
         assert panel.border_title == "traffic workers · 3 on 2 nodes"
         text = _plain(panel)
         assert "10.0.0.11/4f1c9a2e" in text and "+0.41 ±0.183" in text and "±9.600" in text
@@ -85,10 +87,7 @@ async def test_the_panel_follows_new_reports_and_shows_nothing_before_the_first(
     source.frozen = frozen[:1]
     app = create_app(source, source)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _settle(pilot, app, source)
-        await pilot.press("6")
-        await pilot.pause()
-        panel = app.screen.query_one(WorkersPanel)
+        panel = await _workers_tab(pilot, app, source)
         assert panel.rows == () and "no traffic worker has reported" in _plain(panel)
         later = with_workers(frozen[1:], cluster=True)
         app.state.ingest(later[-1])
@@ -107,10 +106,7 @@ async def test_a_replay_shows_the_recorded_run_without_a_latest_interval() -> No
     source = FakeSource(snaps, replay=True)
     app = create_app(source)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _settle(pilot, app, source)
-        await pilot.press("6")
-        await pilot.pause()
-        text = _plain(app.screen.query_one(WorkersPanel))
+        text = _plain(await _workers_tab(pilot, app, source))
         assert "—/0.50" in text and "—/93" in text and "1 of 3" in text
         assert "interval 1: client CPU 93% of a core" in text and "Replay: the recorded run's figures" in text
 
