@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from textual.pilot import Pilot
+
+if TYPE_CHECKING:
+    from speclab.ui import SpeclabApp
 
 from speclab.model.epochs import EpochInfo
 from speclab.model.names import PERCENTILE_POINTS, Metric
@@ -406,3 +411,13 @@ class FakeSource:
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
+
+
+async def settle(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> None:
+    """Wait until every frozen snapshot has been taken in and painted."""
+    for _ in range(300):
+        if app.state.snapshots_seen == len(source.frozen):
+            break
+        await pilot.pause(0.01)
+    await pilot.pause()
+    assert app.state.snapshots_seen == len(source.frozen)

@@ -21,19 +21,9 @@ from speclab.ui.widgets.ab import ABTable
 from speclab.ui.widgets.acceptance import AcceptanceDetail
 from speclab.ui.widgets.spectrum import SpectrumChart
 from speclab.ui.widgets.status import render_status
-from tests.ui.fakes import FakeSource
+from tests.ui.fakes import FakeSource, settle
 
 SIZE = (120, 40)
-
-
-async def settle(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> None:
-    """Wait until every frozen snapshot has been taken in and painted."""
-    for _ in range(200):
-        if app.state.snapshots_seen == len(source.frozen):
-            break
-        await pilot.pause(0.01)
-    await pilot.pause()
-    assert app.state.snapshots_seen == len(source.frozen)
 
 
 async def controls_done(pilot: Pilot[Any], app: SpeclabApp) -> None:

@@ -15,22 +15,13 @@ from speclab.session.worker_table import WorkerTable
 from speclab.traffic.health import WorkerHealth
 from speclab.ui import SpeclabApp, create_app
 from speclab.ui.widgets.workers import OVER, WorkersPanel, render_workers, worker_cells
-from tests.ui.fakes import FakeSource, build_snapshots
+from tests.ui.fakes import FakeSource, build_snapshots, settle
 from tests.ui.worker_rows import cluster_rows, with_workers
-
-
-async def _settle(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> None:
-    for _ in range(300):
-        if app.state.snapshots_seen == len(source.frozen):
-            break
-        await pilot.pause(0.01)
-    await pilot.pause()
-    assert app.state.snapshots_seen == len(source.frozen)
 
 
 async def _workers_tab(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> WorkersPanel:
     """Every snapshot taken in, then tab 6 shown: its panel."""
-    await _settle(pilot, app, source)
+    await settle(pilot, app, source)
     await pilot.press("6")
     await pilot.pause()
     return app.screen.query_one(WorkersPanel)
