@@ -41,3 +41,16 @@ def test_a_malformed_cluster_address_is_exit_2(value: str) -> None:
 def test_workers_takes_a_number_or_auto() -> None:
     result = CliRunner().invoke(cli, ["run", "smoke", "--workers", "many"])
     assert result.exit_code == ExitCode.BAD_INPUT and "is neither a number of workers nor 'auto'" in result.stderr
+
+
+def test_a_ray_task_error_is_named_by_its_cause() -> None:
+    # Ray's task errors begin with where the task ran and a traceback; the cause says what happened.
+    from speclab.traffic.cluster.runner import _first_line
+
+    class TaskError(Exception):
+        def __init__(self, cause: BaseException) -> None:
+            super().__init__("ray::placement_group() (pid=1, ip=10.0.0.2)\n  File \"x.py\", line 1\n" + str(cause))
+            self.cause = cause
+
+    error = TaskError(RuntimeError("System error: Failed to create placement group 'p': no room"))
+    assert _first_line(error) == "System error: Failed to create placement group 'p': no room"

@@ -60,9 +60,10 @@ def _run_together(*commands: list[str], cwd: Path, timeout: float = 120) -> list
             results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+            with proc:  # closes its pipes, whichever path got here
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
     return results
 
 
@@ -113,22 +114,24 @@ def test_a_killed_actor_exits_6_naming_its_node(ray_cluster: RayCluster, tmp_pat
     # worker left alive has sent its share, so the duration only has to outlast the kill.
     args = [sys.executable, "-m", "speclab.cli.main", "run", "smoke", "--variants", "baseline", "--duration", "8",
             "--rate", "5", "--cluster", ray_cluster.address, "--report", str(tmp_path / "r")]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:  # the first progress line: traffic is flowing on both workers
-            lines.append(line)
-            if line.startswith("t="):
-                break
-        victims = _actor_processes(ray_cluster)
-        assert victims, "".join(lines)
-        victims[0].send_signal(signal.SIGKILL)
-        out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    # ``with`` closes the pipes on every path (a failed assertion here would otherwise leave them
+    # to the garbage collector, whose ResourceWarning then fails whichever test runs at that moment).
+    with subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:  # the first progress line: traffic is flowing on both workers
+                lines.append(line)
+                if line.startswith("t="):
+                    break
+            victims = _actor_processes(ray_cluster)
+            assert victims, "".join(lines)
+            victims[0].send_signal(signal.SIGKILL)
+            out, err = proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
     assert proc.returncode == ExitCode.MEASUREMENT_INCOMPLETE, "".join(lines) + out + err
     report = read_report(tmp_path / "r")
     incomplete = " ".join(report["measurement"]["incomplete"])

@@ -87,13 +87,15 @@ def start_gateway_cli(lab: Path, directory: Path, *extra: str, env: dict[str, st
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
-            err = proc.stderr.read() if proc.stderr else ""
+            with proc:  # closes its pipes: a leaked one would fail a later test with a ResourceWarning
+                err = proc.stderr.read() if proc.stderr else ""
             raise AssertionError(f"speclab gateway exited {proc.wait()} before ready:\n{''.join(lines)}{err}")
         lines.append(line)
         if line.startswith("gateway: ready"):
             state = GatewayState.read(directory / "gateway.json")
             return Gateway(proc=proc, directory=directory, state=state, lines=lines)
-    proc.kill()
+    with proc:
+        proc.kill()
     raise AssertionError(f"speclab gateway not ready in {timeout:g} s:\n{''.join(lines)}")
 
 

@@ -118,9 +118,10 @@ def test_interrupt_keeps_finished_cells_and_resume_runs_only_the_rest(workdir: P
                 break
         rest, _ = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        with proc:  # closes its pipe on every path
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     output = "".join(seen) + rest
     assert proc.returncode == ExitCode.INTERRUPTED, output
     doc = _doc(out_dir)

@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
 import time
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -120,7 +122,14 @@ class RayTrafficRunner(TrafficRunner):
         self._summary.workers = self.workers
         addresses = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in ray.nodes() if n.get("Alive")}
         check_reachable(self.targets.values(), list(addresses.values()))
-        self._pg = placement_group([{"CPU": 1}] * self.workers, strategy="SPREAD", name="speclab-traffic")
+        # A name of this run's own: two runs on one cluster (two users, or a run whose predecessor's
+        # group Ray is still removing) must not collide on it.
+        name = f"speclab-traffic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            self._pg = placement_group([{"CPU": 1}] * self.workers, strategy="SPREAD", name=name)
+        except Exception as error:  # Ray's own refusal, raised through the client
+            raise InputError(f"--cluster {self.cluster}: cannot place {self.workers} traffic workers: "
+                             f"{_first_line(error)}") from None
         try:
             await asyncio.wait_for(self._pg.ready(), PLACEMENT_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -278,6 +287,10 @@ def _local_addresses() -> set[str]:
 
 
 def _first_line(error: BaseException) -> str:
-    """The error on one line (Ray's messages run over several; the first two say what happened)."""
+    """The error on one line (Ray's messages run over several; the first two say what happened).
+    A task's error (``RayTaskError``) says first where it ran: its cause says what happened."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException) and cause is not error:
+        return _first_line(cause)
     text = " ".join(line.strip() for line in str(error).strip().splitlines()[:2] if line.strip())
     return text[:300] or type(error).__name__
