@@ -205,6 +205,42 @@ class SimLM:
             scores[j] *= weight
         return scores
 
+    def prob_of(self, state: ContextState, token: int) -> float:
+        """``scores(state)[token]`` over the scores' total, without building the scores.
+
+        The token's score is the same products, in the same order, as ``scores`` computes it. The
+        total is summed in another order (a dot product of the shared distribution with the weights,
+        then each sparse and boosted entry's difference), so it can differ from the array's in the
+        last bits; an accept test drawn against it decides the same but for a chance of about 1e-16.
+        """
+        p, scale, sums = self.counts.parts(state.tokens)
+        weights = state.weights
+        total = float(np.dot(p, weights))
+        if scale != 1.0:
+            total *= scale
+        values: dict[int, float] = {}  # the entries that differ from p·scale·weights, as scores has them
+
+        def value(j: int) -> float:
+            v = values.get(j)
+            if v is None:
+                d = float(p[j]) * scale
+                w = sums.get(j)
+                v = (d if w is None else d + w) * float(weights[j])
+            return v
+
+        for j in sums:
+            values[j] = value(j)
+        ind = state.induction()
+        if ind >= 0 and self.boostable_list[ind]:
+            weight = self.induction_weight
+            for j in self.member_lists[ind]:
+                values[j] = value(j) * weight
+        for j, weight in state.pointer_pairs():
+            values[j] = value(j) * weight
+        for j, v in values.items():
+            total += v - float(p[j]) * scale * float(weights[j])
+        return value(token) / total
+
     def probs(self, state: ContextState) -> FloatArray:
         """The model's next-token distribution after ``state`` (a fresh array)."""
         scores = self.scores(state)

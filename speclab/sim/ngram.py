@@ -22,6 +22,8 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 SHARED_LEVELS = 2  # suffixes this short get their own cache (see NgramCounts._build)
+DeepPart = tuple[float, dict[int, float]]  # the deep levels' scale and per-token sums (NgramCounts._deep_part)
+_NO_SUMS: dict[int, float] = {}  # shared, never written
 
 
 def _flat(typecode: str, values: npt.NDArray[np.int64] | npt.NDArray[np.float64]) -> array[Any]:
@@ -75,6 +77,11 @@ class NgramCounts:
         # same values, copied byte for byte), whose scalar reads and bisection cost a fraction of
         # numpy's per-call overhead: a walk reads one key per level, a deep chain a few dozen values.
         self._keys_at: list[array[int]] = [_flat("q", k) for k in self.keys]
+        # Level n's keys are (level n−1 id)·vocab + token, sorted, so each shorter context's
+        # extensions are a run of a few keys: where each run starts bounds the walk's bisection.
+        self._starts: list[array[int]] = [array("q"), array("q")] + [
+            _flat("q", np.searchsorted(self.keys[n], np.arange(len(self.keys[n - 1]) + 1, dtype=np.int64) * v))
+            for n in range(2, len(self.keys))]
         self._has: list[bytes] = [b""] + [(t > 0).astype(np.uint8).tobytes() for t in self.types[1:]]
         self._rows = _flat("d", table)
         self._tok_at = _flat("q", self._flat_tok)
@@ -82,6 +89,10 @@ class NgramCounts:
         self._cache: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
         self._cache_size = cache_size
         self._shared: OrderedDict[tuple[int, int], FloatArray] = OrderedDict()
+        # The deep levels' part of a distribution, per deepest context: a few dozen floats where the
+        # whole distribution is a vocabulary's, so many more are kept.
+        self._deep: OrderedDict[tuple[int, int], DeepPart] = OrderedDict()
+        self._deep_size = 16 * cache_size
         self._chains: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
         self._chains_limit = chains_limit
 
@@ -124,19 +135,38 @@ class NgramCounts:
         if not context:
             return ()
         cid = context[-1]
-        has, keys_at = self._has, self._keys_at
+        has, keys_at, starts = self._has, self._keys_at, self._starts
         chain = [(1, cid)] if has[1][cid] else []
         v = self.vocab_size
         for n in range(2, len(context) + 1):
-            keys = keys_at[n]
+            keys, start = keys_at[n], starts[n]
             key = cid * v + context[-n]
-            pos = bisect_left(keys, key)
-            if pos >= len(keys) or keys[pos] != key:
+            lo, hi = start[cid], start[cid + 1]
+            pos = lo if hi - lo == 1 else bisect_left(keys, key, lo, hi)
+            if pos >= hi or keys[pos] != key:
                 break
             cid = pos
             if has[n][cid]:
                 chain.append((n, cid))
         return tuple(chain)
+
+    def parts(self, context: Sequence[int]) -> tuple[FloatArray, float, dict[int, float]]:
+        """The distribution ``dist(context)`` would return as (p, scale, sums): ``p * scale`` with
+        ``sums[token]`` added at each listed token, the same operations in the same order, so one
+        entry or the total can be had without building the array (``p`` is cached: do not modify it)."""
+        chain = self.chain(context)
+        if not chain:
+            return self.base, 1.0, _NO_SUMS
+        hit = self._cache.get(chain[-1])
+        if hit is not None:
+            self._cache.move_to_end(chain[-1])
+            return hit, 1.0, _NO_SUMS
+        split = self._split(chain)
+        p = self._shared_dist(chain, split)
+        if split == len(chain):
+            return p, 1.0, _NO_SUMS
+        scale, sums = self._deep_part(chain, split)
+        return p, scale, sums
 
     def dist(self, context: Sequence[int]) -> FloatArray:
         """The interpolated next-token distribution (a cached array: do not modify it)."""
@@ -154,44 +184,62 @@ class NgramCounts:
 
         The short suffixes (up to ``SHARED_LEVELS`` tokens) are shared by many contexts and kept in
         their own cache. The deeper levels, where every sequence sampled at T > 0 soon has a context
-        of its own, have few followers each, so they are added in one sparse pass.
+        of its own, have few followers each: their part (see ``_deep_part``) is added in one pass.
         """
-        split = 0
-        while split < len(chain) and chain[split][0] <= SHARED_LEVELS:
-            split += 1
-        p = self.base
-        row_of, rows = self._row_of, self._rows
-        if split:
-            key = chain[split - 1]
-            hit = self._shared.get(key)
-            if hit is None:
-                tok, cnt = self._flat_tok, self._flat_cnt
-                for level, lid in chain[:split]:
-                    r = 4 * (row_of[level - 1] + lid)
-                    a, b, total, lam = int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3]
-                    p = p * (1.0 - lam)
-                    p[tok[a:b]] += lam * cnt[a:b] / total
-                self._remember(self._shared, key, p)
-            else:
-                self._shared.move_to_end(key)
-                p = hit
+        split = self._split(chain)
+        p = self._shared_dist(chain, split)
         if split < len(chain):
-            p = self._add_deep(p, chain[split:])
+            scale, sums = self._deep_part(chain, split)
+            p = p * scale
+            for token, w in sums.items():
+                p[token] += w
         self._remember(self._cache, chain[-1], p)
         return p
 
-    def _add_deep(self, p: FloatArray, deep: tuple[tuple[int, int], ...]) -> FloatArray:
-        """``p`` scaled by every deep level's (1 − λ), plus each level's followers weighted by the
-        λ / total of its level times the (1 − λ) of the deeper ones (a fresh array).
+    @staticmethod
+    def _split(chain: tuple[tuple[int, int], ...]) -> int:
+        split = 0
+        while split < len(chain) and chain[split][0] <= SHARED_LEVELS:
+            split += 1
+        return split
+
+    def _shared_dist(self, chain: tuple[tuple[int, int], ...], split: int) -> FloatArray:
+        """The distribution of the chain's shared levels (``chain[:split]``), cached."""
+        if not split:
+            return self.base
+        key = chain[split - 1]
+        hit = self._shared.get(key)
+        if hit is not None:
+            self._shared.move_to_end(key)
+            return hit
+        p = self.base
+        row_of, rows, tok, cnt = self._row_of, self._rows, self._flat_tok, self._flat_cnt
+        for level, lid in chain[:split]:
+            r = 4 * (row_of[level - 1] + lid)
+            a, b, total, lam = int(rows[r]), int(rows[r + 1]), rows[r + 2], rows[r + 3]
+            p = p * (1.0 - lam)
+            p[tok[a:b]] += lam * cnt[a:b] / total
+        self._remember(self._shared, key, p)
+        return p
+
+    def _deep_part(self, chain: tuple[tuple[int, int], ...], split: int) -> DeepPart:
+        """The deep levels' (scale, sums), cached per deepest context: the shared distribution is
+        scaled by every deep level's (1 − λ), and each deep follower adds its count times its level's
+        λ / total times the (1 − λ) of the deeper levels.
 
         A deep level has a few followers, so their weights are summed per token in Python floats:
-        deepest level first, from 0.0, then added once to ``p``'s entry, which are the same sums
-        in the same order as a ``bincount`` over the followers added to ``p``.
+        deepest level first, from 0.0, then added once to the scaled distribution's entry, which are
+        the same sums in the same order as a ``bincount`` over the followers added to it.
         """
+        key = chain[-1]
+        hit = self._deep.get(key)
+        if hit is not None:
+            self._deep.move_to_end(key)
+            return hit
         row_of, rows, tok, cnt = self._row_of, self._rows, self._tok_at, self._cnt_at
         scale = 1.0
         sums: dict[int, float] = {}
-        for level, lid in reversed(deep):
+        for level, lid in reversed(chain[split:]):
             r = 4 * (row_of[level - 1] + lid)
             lam = rows[r + 3]
             c = scale * lam / rows[r + 2]
@@ -200,10 +248,10 @@ class NgramCounts:
                 token = tok[j]
                 w = cnt[j] * c
                 sums[token] = sums[token] + w if token in sums else w
-        p = p * scale
-        for token, w in sums.items():
-            p[token] += w
-        return p
+        part = self._deep[key] = (scale, sums)
+        if len(self._deep) > self._deep_size:
+            self._deep.popitem(last=False)
+        return part
 
     def _remember(self, cache: OrderedDict[tuple[int, int], FloatArray], key: tuple[int, int], p: FloatArray) -> None:
         p.flags.writeable = False

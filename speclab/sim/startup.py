@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import signal
 import socket
 import time
@@ -146,6 +147,11 @@ async def _serve(args: ServerArgs, engine: EngineCore, max_model_len: int, sock:
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     site = web.SockSite(runner, sock, shutdown_timeout=SHUTDOWN_GRACE_S)
+    # The engine's tables and the imported modules live as long as the process: frozen, the
+    # collector's full passes (on the loop that keeps the modelled clock) skip them (about 4% of a
+    # step's CPU at 32 in flight).
+    gc.collect()
+    gc.freeze()
     logs.info(logs.SRC_API, logs.starting_line(host_shown, port))
     await site.start()
     logs.info(logs.SRC_LAUNCHER, "Application startup complete.")

@@ -27,6 +27,7 @@ from .ngram import FloatArray
 from .sampling import accept_probability_of, residual, sample
 
 _reduce = np.add.reduce
+_NEAR_ONE = 1.0 - 1e-9  # SimLM.prob_of's total may differ from the array's in the last bits
 
 Adjust = Callable[[FloatArray], FloatArray]  # raw scores (a fresh array) -> the request's sampling distribution
 Force = Callable[[], bool]  # the lossy-verifier fault: True accepts a draft the method rejected
@@ -58,7 +59,8 @@ class TargetView:
         self._argmax: dict[int, int] = {}
         self._raw: dict[int, FloatArray] = {}
 
-    def _scores(self, i: int) -> FloatArray:
+    def _position(self, i: int) -> None:
+        """The target's state after drafts[:i]."""
         have = len(self.state) - self.base
         if have > i:
             self.state.truncate(self.base + i)
@@ -66,6 +68,9 @@ class TargetView:
             self.state.push(self.drafts[have])
         elif have < i:
             self.state.extend(list(self.drafts[have:i]))
+
+    def _scores(self, i: int) -> FloatArray:
+        self._position(i)
         scores = self.lm.scores(self.state)
         return scores if self.masks is None else apply_mask(scores, self.masks[i])
 
@@ -83,11 +88,18 @@ class TargetView:
         return hit
 
     def prob(self, i: int, token: int) -> float:
-        """``probs(i)[token]``; when plain, the one score over the total (the same division), the
-        array normalised only if it is sampled from later."""
+        """``probs(i)[token]``; when plain and unconstrained, the one score over the total
+        (``SimLM.prob_of``), the scores built only if position i is sampled from later."""
         hit = self._probs.get(i)
         if hit is not None or not self.plain:
             return float((hit if hit is not None else self.probs(i))[token])
+        if self.masks is None:
+            self._position(i)
+            px = self.lm.prob_of(self.state, token)
+            if px < _NEAR_ONE:
+                return px
+            # Near 1 the total's last bits decide whether a one-hot draft's accept test draws a
+            # uniform at all (p(x) >= 1 accepts without one): there, the array's own division.
         lazy = self._unnormed.get(i)
         if lazy is None:
             scores = self._scores(i)
