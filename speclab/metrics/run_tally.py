@@ -5,7 +5,7 @@ server samples stream past, so the parent holds nothing per request for them.
 per-request speculative counts against the servers' counters at the end. Both used to read every
 record and sample kept in a list for the whole run; the sums here give the same answers
 (``crosscheck.crosscheck`` over the same records and samples) in memory bounded by the number of
-variants, plus one KV-usage figure per scrape for the report's memory table.
+variants (the report's memory table keeps a KV-usage mean and peak per variant).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from speclab.model.acceptance import add_histogram, steps_accepting_position
 from speclab.model.names import CountSource
 from speclab.model.records import RequestRecord, ServerSample
+from speclab.servers.memory import KvUsage
 
 from .crosscheck import Comparison, SpecTotals, compare
 
@@ -39,7 +40,7 @@ class RunTally:
     measured_failed: int = 0
     error_kinds: set[str] = field(default_factory=set)
     first_error: str | None = None  # the first measured failure's message
-    kv_usage: dict[str, list[float]] = field(default_factory=dict)  # per variant, one per scrape of a live server
+    kv_usage: dict[str, KvUsage] = field(default_factory=dict)  # per variant, over the scrapes of a live server
     _client: dict[str, _Sums] = field(default_factory=dict)
     _server: dict[str, _Sums] = field(default_factory=dict)
 
@@ -66,7 +67,7 @@ class RunTally:
             sums = self._server.setdefault(sample.variant, _Sums())
             if not sample.up:
                 continue
-            self.kv_usage.setdefault(sample.variant, []).append(sample.kv_usage)
+            self.kv_usage.setdefault(sample.variant, KvUsage()).add(sample.kv_usage)
             sums.drafts += sample.spec_drafts
             sums.draft_tokens += sample.spec_draft_tokens
             sums.accepted += sample.spec_accepted

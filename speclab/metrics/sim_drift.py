@@ -19,14 +19,19 @@ from speclab.model.names import INTERVAL_S
 from speclab.model.records import ServerSample
 from speclab.model.time_scale import fitting_scale
 
+from .hdr import LatencyHistogram
+
 DRIFT_STEP_SHARE = 0.1  # drift above this share of the modelled step: the simulator trails its clock
 GROWTH_LIMIT = 0.02  # drift gained per modelled second above which the host could not keep up at all
 
 
 @dataclass
 class VariantDrift:
-    drifts: list[float] = field(default_factory=list)  # modelled seconds, one per judged scrape
-    steps: list[float] = field(default_factory=list)  # the mean modelled step of each judged scrape
+    # One drift per judged scrape (modelled seconds, at µs resolution), and the scrapes' mean
+    # steps summed: memory that does not grow with the number of scrapes.
+    drifts: LatencyHistogram = field(default_factory=LatencyHistogram)
+    step_sum: float = 0.0
+    scrapes: int = 0
     trailing: list[int] = field(default_factory=list)  # flagged intervals, in order
     judged: set[int] = field(default_factory=set)  # intervals with at least one step
     first: tuple[float, float] | None = None  # (t, drift) of the first judged scrape
@@ -62,13 +67,6 @@ class Verdict:
                 "drift_growth_per_s": round(self.growth, 4)}
 
 
-def _p99(values: list[float]) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
-
-
 class DriftJudge:
     """Fed every ``ServerSample`` of a run (times modelled); answers which intervals trailed."""
 
@@ -85,8 +83,9 @@ class DriftJudge:
         step = sample.sim_step_s / sample.sim_steps
         drift = sample.sim_drift_s / sample.sim_steps
         grew = state.last is not None and drift - state.last[1] > step
-        state.drifts.append(drift)
-        state.steps.append(step)
+        state.drifts.record_s(drift)
+        state.step_sum += step
+        state.scrapes += 1
         state.judged.add(interval)
         state.first = state.first or (sample.t, drift)
         state.last = (sample.t, drift)
@@ -107,8 +106,9 @@ class DriftJudge:
             growth = 0.0
             if s.first and s.last and s.last[0] > s.first[0]:
                 growth = max(0.0, (s.last[1] - s.first[1]) / (s.last[0] - s.first[0]))
-            out.append(Verdict(variant, len(s.judged), tuple(s.trailing), _p99(s.drifts),
-                               sum(s.steps) / len(s.steps) if s.steps else 0.0, growth))
+            p99 = s.drifts.value_at_percentile(99.0) / 1e6 if s.drifts.count else 0.0
+            out.append(Verdict(variant, len(s.judged), tuple(s.trailing), p99,
+                               s.step_sum / s.scrapes if s.scrapes else 0.0, growth))
         return out
 
     def fit(self, scale: float) -> float:

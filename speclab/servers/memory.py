@@ -88,9 +88,35 @@ class HasMemory(Protocol):
     baseline: bool
 
 
+@dataclass(slots=True)
+class KvUsage:
+    """A server's KV-cache usage over a run, as scrapes add to it: the mean and the peak, in
+    memory that does not grow with the run's length."""
+
+    samples: int = 0
+    total: float = 0.0
+    peak: float = 0.0
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> KvUsage:
+        usage = cls()
+        for value in values:
+            usage.add(value)
+        return usage
+
+    def add(self, value: float) -> None:
+        self.samples += 1
+        self.total += value
+        self.peak = value if self.samples == 1 else max(self.peak, value)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.samples if self.samples else None
+
+
 def memory_table(
     servers: Mapping[str, HasMemory] | Iterable[HasMemory],
-    kv_usage_by_variant: Mapping[str, Sequence[float]] | None = None,
+    kv_usage_by_variant: Mapping[str, KvUsage] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per variant: weights, KV-cache tokens, max concurrency, KV usage over the run, and
     the same against the baseline (``*_vs_baseline``: difference for GiB, ratio for tokens and
@@ -100,7 +126,7 @@ def memory_table(
     base = next((s for s in items if s.baseline), None)
     rows = []
     for s in items:
-        samples = [float(x) for x in usage.get(s.variant, ())]
+        kv = usage.get(s.variant) or KvUsage()
         m = s.memory
         row: dict[str, Any] = {
             "variant": s.variant,
@@ -109,8 +135,8 @@ def memory_table(
             "kv_cache_tokens": m.kv_cache_tokens,
             "max_concurrency": m.max_concurrency,
             "max_concurrency_len": m.max_concurrency_len,
-            "kv_usage_mean": sum(samples) / len(samples) if samples else None,
-            "kv_usage_peak": max(samples) if samples else None,
+            "kv_usage_mean": kv.mean,
+            "kv_usage_peak": kv.peak if kv.samples else None,
         }
         bm = base.memory if base is not None else None
         row["weights_gib_vs_baseline"] = _diff(m.weights_gib, bm.weights_gib if bm else None)
