@@ -35,7 +35,9 @@ from loadgen_runs import ServerConfig, TruthServer, speclab_argv
 from speclab.model.paths import BUNDLED
 
 MARK_S = 60.0
-REPORTING = ("report:", "stage canary:")  # the first line speclab prints once traffic is over
+# The first line speclab prints once traffic is over: run's "report: ...", accept's stage verdict
+# ("stage canary: PASS in ..."; its "stage canary: running" comes before the traffic).
+REPORTING = re.compile(r"^(report:|stage canary: (?!running))", re.M)
 
 Sample = tuple[float, float, float]  # (seconds since start, parent MB, tree MB)
 
@@ -54,7 +56,7 @@ def follow(argv: list[str], log_path: Path) -> tuple[list[Sample], float | None]
         try:
             while proc.poll() is None:
                 samples.append((time.monotonic() - began, rss_mb([proc.pid]), rss_mb(tree(proc.pid))))
-                if reporting is None and any(m in log_path.read_text(errors="replace") for m in REPORTING):
+                if reporting is None and REPORTING.search(log_path.read_text(errors="replace")):
                     reporting = samples[-1][0]
                 time.sleep(1.0)
         finally:
