@@ -3,7 +3,6 @@ across nodes, every request accounted for, health per worker and node, a dead ac
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -53,20 +52,3 @@ async def test_one_worker_per_cluster_cpu_across_both_nodes(ray_cluster: RayClus
     assert {h.node for h in health} == {runner.node_label(0), runner.node_label(1)}
     assert all(h.clock_bound_ms > 0 for h in health)
 
-
-async def test_two_runs_at_once_share_one_cluster(ray_cluster: RayCluster, fake_server: FakeServer) -> None:
-    # Two users (or a run whose predecessor's placement group Ray is still removing) on one cluster:
-    # each run places its own group, so neither is refused for the other's.
-    plan = build_plan(_scenario(requests=4))
-    targets = {"base": Target("base", fake_server.base_url, "ok:n=3")}
-    runners = [make_runner(plan, targets, cluster=ray_cluster.address, workers=1, run_start=time.monotonic())
-               for _ in range(2)]
-
-    async def follow(runner: Any) -> int:
-        await runner.start()
-        records = sum(len(item) for item in [item async for item in runner] if isinstance(item, list))
-        summary = await runner.finished
-        assert summary.errors == []
-        return records
-
-    assert await asyncio.gather(*(follow(r) for r in runners)) == [4, 4]
