@@ -27,11 +27,10 @@ GROWTH_LIMIT = 0.02  # drift gained per modelled second above which the host cou
 
 @dataclass
 class VariantDrift:
-    # One drift per judged scrape (modelled seconds, at µs resolution), and the scrapes' mean
-    # steps summed: memory that does not grow with the number of scrapes.
+    # One drift per judged scrape (modelled seconds, at µs resolution; its count is the scrapes'),
+    # and the scrapes' mean steps summed: memory that does not grow with the number of scrapes.
     drifts: LatencyHistogram = field(default_factory=LatencyHistogram)
     step_sum: float = 0.0
-    scrapes: int = 0
     trailing: list[int] = field(default_factory=list)  # flagged intervals, in order
     judged: set[int] = field(default_factory=set)  # intervals with at least one step
     first: tuple[float, float] | None = None  # (t, drift) of the first judged scrape
@@ -85,7 +84,6 @@ class DriftJudge:
         grew = state.last is not None and drift - state.last[1] > step
         state.drifts.record_s(drift)
         state.step_sum += step
-        state.scrapes += 1
         state.judged.add(interval)
         state.first = state.first or (sample.t, drift)
         state.last = (sample.t, drift)
@@ -106,9 +104,10 @@ class DriftJudge:
             growth = 0.0
             if s.first and s.last and s.last[0] > s.first[0]:
                 growth = max(0.0, (s.last[1] - s.first[1]) / (s.last[0] - s.first[0]))
-            p99 = s.drifts.value_at_percentile(99.0) / 1e6 if s.drifts.count else 0.0
+            scrapes = s.drifts.count
+            p99 = s.drifts.value_at_percentile(99.0) / 1e6 if scrapes else 0.0
             out.append(Verdict(variant, len(s.judged), tuple(s.trailing), p99,
-                               s.step_sum / s.scrapes if s.scrapes else 0.0, growth))
+                               s.step_sum / scrapes if scrapes else 0.0, growth))
         return out
 
     def fit(self, scale: float) -> float:

@@ -97,13 +97,6 @@ class KvUsage:
     total: float = 0.0
     peak: float = 0.0
 
-    @classmethod
-    def of(cls, values: Iterable[float]) -> KvUsage:
-        usage = cls()
-        for value in values:
-            usage.add(value)
-        return usage
-
     def add(self, value: float) -> None:
         self.samples += 1
         self.total += value

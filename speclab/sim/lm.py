@@ -215,9 +215,7 @@ class SimLM:
         """
         p, scale, sums = self.counts.parts(state.tokens)
         weights = state.weights
-        total = float(np.dot(p, weights))
-        if scale != 1.0:
-            total *= scale
+        total = float(np.dot(p, weights)) * scale
         values: dict[int, float] = {}  # the entries that differ from p·scale·weights, as scores has them
 
         def value(j: int) -> float:

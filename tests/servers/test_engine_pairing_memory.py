@@ -96,7 +96,7 @@ def test_memory_from_startup_log_and_table() -> None:
 
     spec = MemoryInfo(weights_gib=19.27, kv_cache_tokens=339552, max_concurrency=82.9, max_concurrency_len=4096)
     rows = memory_table({"baseline": S("baseline", m, True), "k4": S("k4", spec, False)},
-                        {"baseline": KvUsage.of([0.1, 0.3]), "k4": KvUsage.of([0.2, 0.6])})
+                        {"baseline": KvUsage(2, 0.1 + 0.3, 0.3), "k4": KvUsage(2, 0.2 + 0.6, 0.6)})
     assert rows[0]["kv_usage_mean"] == pytest.approx(0.2) and rows[1]["kv_usage_peak"] == 0.6
     assert rows[1]["weights_gib_vs_baseline"] == 2.3
     assert rows[1]["kv_cache_tokens_vs_baseline"] == 0.75
