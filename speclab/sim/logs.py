@@ -42,19 +42,22 @@ SRC_LAUNCHER: Final = "launcher.py:46"
 SRC_SIM: Final = "sim.py:1"
 
 
-def line(level: str, src: str, message: str, *, proc: str = API, now: float | None = None) -> str:
+def line(level: str, src: str, message: str, *, proc: str = API, now: float | None = None,
+         pid: int | None = None) -> str:
+    """``pid``: the process the line speaks for (the engine core's), if not this one."""
     stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(time.time() if now is None else now))
-    return f"({proc} pid={os.getpid()}) {level} {stamp} [{src}] {message}"
+    return f"({proc} pid={pid or os.getpid()}) {level} {stamp} [{src}] {message}"
 
 
-def emit(level: str, src: str, message: str, *, proc: str = API, stream: TextIO | None = None) -> None:
+def emit(level: str, src: str, message: str, *, proc: str = API, stream: TextIO | None = None,
+         pid: int | None = None) -> None:
     out = stream if stream is not None else sys.stdout
-    out.write(line(level, src, message, proc=proc) + "\n")
+    out.write(line(level, src, message, proc=proc, pid=pid) + "\n")
     out.flush()
 
 
-def info(src: str, message: str, *, proc: str = API) -> None:
-    emit("INFO", src, message, proc=proc)
+def info(src: str, message: str, *, proc: str = API, pid: int | None = None) -> None:
+    emit("INFO", src, message, proc=proc, pid=pid)
 
 
 def warning(src: str, message: str, *, proc: str = API) -> None:

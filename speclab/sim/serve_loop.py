@@ -1,7 +1,9 @@
 """The engine loop: one asyncio task that steps the engine and makes real time follow modelled time.
 
 Each step returns its modelled duration; the loop sleeps until the step's modelled end before
-handing out its tokens, so a client sees vLLM-like timing. When idle, the modelled clock jumps to
+handing out its tokens, so a client sees vLLM-like timing. The engine core is an ``EngineClient``
+(in this process or in its own); a request that arrives while a step is being computed is handed
+to the core once the step is back, as it would be when the step held this loop. When idle, the modelled clock jumps to
 real time. When the host cannot keep up, the modelled clock falls behind real time and the gap is
 exported as ``speclab_sim_clock_drift_seconds`` rather than hidden.
 
@@ -17,7 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .api import EngineCore, EngineRequest, RequestOutput, SamplingParams
+from .api import EngineRequest, RequestOutput, SamplingParams
+from .engine_client import EngineClient
+from .engine_process import EngineCoreDiedError
 from .prom import SimMetrics
 
 
@@ -47,7 +51,7 @@ class RequestStream:
 
 
 class EngineLoop:
-    def __init__(self, engine: EngineCore, metrics: SimMetrics,
+    def __init__(self, engine: EngineClient, metrics: SimMetrics,
                  clock: Callable[[], float] = time.monotonic, time_scale: float = 1.0,
                  slow_host: float = 0.0) -> None:
         """``slow_host``: the ``slow_host=F`` fault; each step holds the loop F times its modelled
@@ -64,6 +68,8 @@ class EngineLoop:
         self._step_end: float | None = None  # set while a step is in flight
         self._streams: dict[str, RequestStream] = {}
         self._wake = asyncio.Event()
+        self._engine_free = asyncio.Event()  # clear while a step is being computed
+        self._engine_free.set()
         self._stopping = False
         self.dead: str | None = None
         self.drift = 0.0
@@ -80,18 +86,33 @@ class EngineLoop:
     def arrival_time(self) -> float:
         """A new request's modelled arrival: now, but never after the step the engine is in."""
         if self._step_end is None:
+            if not self._engine_free.is_set():  # the step in flight started at _model_now: keep it
+                return max(self._model_now, self.real())
             self._model_now = max(self._model_now, self.real())
             return self._model_now
         return min(max(self.real(), self._model_now), self._step_end)
 
-    def submit(self, request_id: str, prompt_ids: list[int], sampling: SamplingParams,
-               priority: int = 0) -> RequestStream:
+    async def submit(self, request_id: str, prompt_ids: list[int], sampling: SamplingParams,
+                     priority: int = 0) -> RequestStream:
+        """Hand a request to the engine; raises what the engine raises for one it refuses."""
+        while not self._engine_free.is_set():  # set again and cleared by the next step: wait for that one too
+            await self._engine_free.wait()
         if self.dead is not None:
             raise EngineDeadError(self.dead)
         arrival = self.arrival_time()
         stream = RequestStream(request_id, arrival, len(prompt_ids), sampling.max_tokens)
-        self.engine.add_request(EngineRequest(request_id, list(prompt_ids), sampling, arrival, priority))
-        self._streams[request_id] = stream  # only once the engine has accepted it
+        self._streams[request_id] = stream  # before the engine's answer: its first step may come with it
+        try:
+            await self.engine.add_request(EngineRequest(request_id, list(prompt_ids), sampling, arrival, priority))
+        except asyncio.CancelledError:
+            self.abort(request_id)  # the client went away while the engine took the request
+            raise
+        except EngineCoreDiedError as exc:
+            self._streams.pop(request_id, None)
+            raise EngineDeadError(str(exc)) from None
+        except BaseException:
+            self._streams.pop(request_id, None)
+            raise
         self._wake.set()
         return stream
 
@@ -132,11 +153,14 @@ class EngineLoop:
                 await self._wake.wait()
                 self._model_now = max(self._model_now, self.real())
                 continue
+            self._engine_free.clear()
             try:
-                result = self.engine.step(self._model_now)
+                result = await self.engine.step(self._model_now)
             except Exception as exc:
-                self._die(f"{type(exc).__name__}: {exc}")
+                self._die(str(exc) if isinstance(exc, EngineCoreDiedError) else f"{type(exc).__name__}: {exc}")
                 return
+            finally:
+                self._engine_free.set()
             if self._slow_host > 0 and result.duration > 0:
                 time.sleep(self._slow_host * result.duration * self.time_scale)  # blocks, as computing would
             end = self._model_now + max(result.duration, 0.0)

@@ -23,8 +23,9 @@ from speclab.model.errors import InputError
 from speclab.model.names import LAUNCH_TOKEN_ENV
 
 from . import logs
-from .api import EngineCore, RequestOutput
+from .api import RequestOutput
 from .cli import ServerArgs
+from .engine_client import EngineClient
 from .prom import SimMetrics
 from .serve_loop import Delivery, EngineDeadError, EngineLoop, RequestStream
 from .serve_protocol import (
@@ -51,7 +52,7 @@ def _json(obj: Any, status: int = 200) -> web.Response:
 
 
 class SimServer:
-    def __init__(self, args: ServerArgs, engine: EngineCore, max_model_len: int, metrics: SimMetrics) -> None:
+    def __init__(self, args: ServerArgs, engine: EngineClient, max_model_len: int, metrics: SimMetrics) -> None:
         self.args = args
         self.engine = engine
         self.max_model_len = max_model_len
@@ -154,7 +155,7 @@ class SimServer:
             logs.warning(logs.SRC_API, warning)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         try:
-            stream = self.loop.submit(rid, parsed.prompt_ids, parsed.sampling, parsed.priority)
+            stream = await self.loop.submit(rid, parsed.prompt_ids, parsed.sampling, parsed.priority)
         except EngineDeadError as exc:
             return _json(error_body(f"EngineCore encountered an issue: {exc}", "InternalServerError", 500), 500)
         except InputError as exc:  # the engine refuses the request (e.g. RequestRejectedError)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
+import os
 import signal
 import socket
 import time
@@ -21,6 +22,8 @@ from aiohttp import web
 from . import logs
 from .api import DEFAULT_MAX_MODEL_LEN, EngineConfig, EngineCore
 from .cli import ServerArgs, SpecConfigError, parse_args
+from .engine_client import EngineClient, InProcessClient
+from .engine_process import EngineProcess
 from .hardware import gpu_profile
 from .prom import SimMetrics
 from .server import SimServer
@@ -30,10 +33,19 @@ EngineFactory = Callable[[EngineConfig], EngineCore]
 SHUTDOWN_GRACE_S: Final = 2.0
 
 
-def _default_factory() -> EngineFactory:
-    from .engine import build_engine  # the engine core, built once per process
+MULTIPROCESSING_ENV: Final = "VLLM_ENABLE_V1_MULTIPROCESSING"  # vLLM's switch: "0" keeps the core in-process
 
-    return cast(EngineFactory, build_engine)
+
+def _start_engine(config: EngineConfig, factory: EngineFactory | None) -> EngineClient:
+    """The engine core for ``config``: in a process of its own unless a factory is given or
+    ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` asks for it in this one."""
+    if factory is not None:
+        return InProcessClient(factory(config))
+    if os.environ.get(MULTIPROCESSING_ENV, "1") == "0":
+        from .engine import build_engine
+
+        return InProcessClient(cast(EngineFactory, build_engine)(config))
+    return EngineProcess.start(config)
 
 
 def _error_kind(exc: BaseException) -> str:
@@ -59,16 +71,17 @@ def _bind(host: str | None, port: int) -> socket.socket:
     return sock
 
 
-def _log_engine_facts(engine: EngineCore, max_model_len: int, seconds: float) -> None:
+def _log_engine_facts(engine: EngineClient, max_model_len: int, seconds: float) -> None:
     """As vLLM's workers log them: weights and KV memory per GPU, KV tokens and concurrency per engine."""
     mem = engine.memory
     per_gpu = max(mem.num_gpus, 1)
     logs.info(logs.SRC_LOADER, logs.weights_line((mem.weights_gib + mem.draft_weights_gib) / per_gpu, seconds),
-              proc=logs.ENGINE)
+              proc=logs.ENGINE, pid=engine.pid)
     logs.info("gpu_worker.py:436", f"Available KV cache memory: {mem.kv_cache_gib / per_gpu:.2f} GiB",
-              proc=logs.ENGINE)
-    logs.info(logs.SRC_KV, logs.kv_cache_line(mem.kv_cache_tokens), proc=logs.ENGINE)
-    logs.info(logs.SRC_KV_CONC, logs.concurrency_line(max_model_len, mem.max_concurrency), proc=logs.ENGINE)
+              proc=logs.ENGINE, pid=engine.pid)
+    logs.info(logs.SRC_KV, logs.kv_cache_line(mem.kv_cache_tokens), proc=logs.ENGINE, pid=engine.pid)
+    logs.info(logs.SRC_KV_CONC, logs.concurrency_line(max_model_len, mem.max_concurrency), proc=logs.ENGINE,
+              pid=engine.pid)
     logs.warning(logs.SRC_SIM, logs.SIMULATED_LINE)
     profile = engine.config.gpu_profile or gpu_profile(engine.config.gpu)
     logs.info(logs.SRC_SIM, logs.profile_line(profile.name, profile.source))
@@ -100,7 +113,7 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
         return 1
     started = time.perf_counter()
     try:
-        engine = (engine_factory or _default_factory())(args.engine)
+        engine = _start_engine(args.engine, engine_factory)
     except Exception as exc:
         sock.close()
         kind = _error_kind(exc)
@@ -115,7 +128,7 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
         return 1
     max_model_len = args.engine.max_model_len or DEFAULT_MAX_MODEL_LEN
     _log_engine_facts(engine, max_model_len, time.perf_counter() - started)
-    for note in getattr(engine, "notes", []):
+    for note in engine.notes:
         logs.warning(logs.SRC_SIM, note)
     port = sock.getsockname()[1]
     try:
@@ -124,10 +137,13 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
         runner_fn: Callable[..., int] = uvloop.run
     except ImportError:
         runner_fn = asyncio.run
-    return runner_fn(_serve(args, engine, max_model_len, sock, host_shown, port))
+    try:
+        return runner_fn(_serve(args, engine, max_model_len, sock, host_shown, port))
+    finally:
+        engine.close()
 
 
-def _metrics(args: ServerArgs, engine: EngineCore, max_model_len: int) -> SimMetrics:
+def _metrics(args: ServerArgs, engine: EngineClient, max_model_len: int) -> SimMetrics:
     spec = args.engine.speculative
     mem = engine.memory
     cache_info = {
@@ -139,7 +155,7 @@ def _metrics(args: ServerArgs, engine: EngineCore, max_model_len: int) -> SimMet
                       max_model_len=max_model_len, cache_info=cache_info, time_scale=args.time_scale)
 
 
-async def _serve(args: ServerArgs, engine: EngineCore, max_model_len: int, sock: socket.socket,
+async def _serve(args: ServerArgs, engine: EngineClient, max_model_len: int, sock: socket.socket,
                  host_shown: str, port: int) -> int:
     server = SimServer(args, engine, max_model_len, _metrics(args, engine, max_model_len))
     loop_task = asyncio.create_task(server.loop.run())
@@ -147,9 +163,9 @@ async def _serve(args: ServerArgs, engine: EngineCore, max_model_len: int, sock:
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     site = web.SockSite(runner, sock, shutdown_timeout=SHUTDOWN_GRACE_S)
-    # The engine's tables and the imported modules live as long as the process: frozen, the
-    # collector's full passes (on the loop that keeps the modelled clock) skip them (about 4% of a
-    # step's CPU at 32 in flight).
+    # The imported modules (and an in-process engine's tables) live as long as the process: frozen,
+    # the collector's full passes (on the loop that keeps the modelled clock) skip them (about 4% of
+    # a step's CPU at 32 in flight, with the engine in this process).
     gc.collect()
     gc.freeze()
     logs.info(logs.SRC_API, logs.starting_line(host_shown, port))
@@ -170,4 +186,5 @@ async def _serve(args: ServerArgs, engine: EngineCore, max_model_len: int, sock:
     await runner.cleanup()
     server.loop.stop()
     await loop_task
+    engine.close()
     return 0

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig, StepResult
+from speclab.sim.engine_client import InProcessClient
 from speclab.sim.prom import SimMetrics
 from speclab.sim.serve_loop import EngineLoop
 
@@ -34,9 +35,9 @@ class SlowHostEngine(FakeEngine):
 async def test_overloaded_host_shows_as_drift_and_queue_times_stay_causal() -> None:
     offset = [0.0]
     engine = SlowHostEngine(EngineConfig(model="sim-8b", speculative=SpecConfig("ngram", 2)), offset)
-    loop = EngineLoop(engine, _metrics(), clock=lambda: time.monotonic() + offset[0])
+    loop = EngineLoop(InProcessClient(engine), _metrics(), clock=lambda: time.monotonic() + offset[0])
     task = asyncio.create_task(loop.run())
-    streams = [loop.submit(f"r{i}", [5, 6, 7], SamplingParams(max_tokens=12, seed=i)) for i in range(3)]
+    streams = [await loop.submit(f"r{i}", [5, 6, 7], SamplingParams(max_tokens=12, seed=i)) for i in range(3)]
     finals = []
     for s in streams:
         while True:
@@ -56,10 +57,11 @@ async def test_overloaded_host_shows_as_drift_and_queue_times_stay_causal() -> N
 async def test_idle_clock_catches_up_and_drift_resets() -> None:
     offset = [0.0]
     metrics = _metrics()
-    loop = EngineLoop(FakeEngine(EngineConfig(model="sim-1b")), metrics, clock=lambda: time.monotonic() + offset[0])
+    loop = EngineLoop(InProcessClient(FakeEngine(EngineConfig(model="sim-1b"))), metrics,
+                      clock=lambda: time.monotonic() + offset[0])
     task = asyncio.create_task(loop.run())
     offset[0] += 100.0  # a long idle stretch
-    s = loop.submit("a", [1, 2], SamplingParams(max_tokens=3))
+    s = await loop.submit("a", [1, 2], SamplingParams(max_tokens=3))
     assert s.arrival >= 100.0
     while not (await s.queue.get()).output.finished:  # type: ignore[union-attr]
         pass
@@ -82,9 +84,9 @@ class PreemptedOnceEngine(FakeEngine):
 
 async def test_preemptions_per_request_are_counted_once() -> None:
     metrics = _metrics()
-    loop = EngineLoop(PreemptedOnceEngine(EngineConfig(model="sim-1b")), metrics)
+    loop = EngineLoop(InProcessClient(PreemptedOnceEngine(EngineConfig(model="sim-1b"))), metrics)
     task = asyncio.create_task(loop.run())
-    s = loop.submit("a", [1, 2], SamplingParams(max_tokens=6))
+    s = await loop.submit("a", [1, 2], SamplingParams(max_tokens=6))
     outputs = 0
     while True:
         d = await s.queue.get()

@@ -12,6 +12,7 @@ import pytest
 
 from speclab.sim.api import EngineConfig, SamplingParams
 from speclab.sim.cli import parse_args
+from speclab.sim.engine_client import InProcessClient
 from speclab.sim.prom import SimMetrics
 from speclab.sim.serve_loop import EngineLoop
 
@@ -32,7 +33,8 @@ def test_the_flag_takes_numbers_from_1_and_refuses_the_rest(capsys: pytest.Captu
 async def test_the_loop_counts_wall_time_divided_by_s_and_sleeps_s_times_longer() -> None:
     wall = [1000.0]
     metrics = SimMetrics("m", num_spec_tokens=None, max_model_len=4096, cache_info={"block_size": "16"}, time_scale=4.0)
-    loop = EngineLoop(FakeEngine(EngineConfig(model="sim-1b")), metrics, clock=lambda: wall[0], time_scale=4.0)
+    loop = EngineLoop(InProcessClient(FakeEngine(EngineConfig(model="sim-1b"))), metrics,
+                      clock=lambda: wall[0], time_scale=4.0)
     wall[0] += 8.0  # eight wall seconds are two modelled ones
     assert loop.real() == pytest.approx(2.0)
     slept: list[float] = []
@@ -44,7 +46,7 @@ async def test_the_loop_counts_wall_time_divided_by_s_and_sleeps_s_times_longer(
         await real_sleep(0)
 
     task = asyncio.create_task(loop.run())
-    stream = loop.submit("a", [1, 2, 3], SamplingParams(max_tokens=4))
+    stream = await loop.submit("a", [1, 2, 3], SamplingParams(max_tokens=4))
     asyncio.sleep = fake_sleep  # type: ignore[assignment]
     try:
         while True:
