@@ -14,6 +14,10 @@ from typing import Protocol
 from .api import EngineConfig, EngineCore, EngineRequest, MemoryFacts, StepResult, Tokenizer
 
 
+class EngineCoreDiedError(RuntimeError):
+    """The engine core went away (its process was killed or crashed, or its socket closed)."""
+
+
 class EngineClient(Protocol):
     config: EngineConfig
     tokenizer: Tokenizer

@@ -29,14 +29,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .api import EngineConfig, EngineRequest, MemoryFacts, StepResult, Tokenizer
+from .engine_client import EngineCoreDiedError
 from .tokenizer import load_tokenizer
 
 _HEADER = struct.Struct("!I")
 _CLOSE_WAIT_S = 5.0
-
-
-class EngineCoreDiedError(RuntimeError):
-    """The engine process went away (killed, crashed, or its socket closed)."""
 
 
 def _frame(message: tuple[Any, ...]) -> bytes:
@@ -145,6 +142,11 @@ class EngineProcess:
                     break
                 await asyncio.sleep(0.01)
             self._gone = f"the engine core process died ({_exit_text(self._proc.poll())})"
+        except Exception as exc:  # a reply that does not unpickle: the two sides no longer agree
+            self._gone = f"the engine core's reply could not be read ({type(exc).__name__}: {exc})"
+        finally:
+            if self._gone is None:
+                self._gone = "the connection to the engine core was closed"
             while self._waiting:
                 waiter = self._waiting.popleft()
                 if not waiter.done():

@@ -3,9 +3,9 @@
 Each step returns its modelled duration; the loop sleeps until the step's modelled end before
 handing out its tokens, so a client sees vLLM-like timing. The engine core is an ``EngineClient``
 (in this process or in its own); a request that arrives while a step is being computed is handed
-to the core once the step is back, as it would be when the step held this loop. When idle, the modelled clock jumps to
-real time. When the host cannot keep up, the modelled clock falls behind real time and the gap is
-exported as ``speclab_sim_clock_drift_seconds`` rather than hidden.
+to the core once the step is back, as it would be when the step held this loop. When idle, the
+modelled clock jumps to real time. When the host cannot keep up, the modelled clock falls behind
+real time and the gap is exported as ``speclab_sim_clock_drift_seconds`` rather than hidden.
 
 Under a time scale S (``--sim-time-scale``) one modelled second lasts S wall seconds: ``real()``
 is wall time divided by S, so every modelled figure (step ends, drift, per-request metrics) stays
@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .api import EngineRequest, RequestOutput, SamplingParams
-from .engine_client import EngineClient
-from .engine_process import EngineCoreDiedError
+from .engine_client import EngineClient, EngineCoreDiedError
 from .prom import SimMetrics
 
 
