@@ -80,7 +80,7 @@ class LatencyHistogram:
             raise ValueError("histogram layout differs from 1 µs..1 h at 3 significant digits")
         # hdrh's histogram and its encoder (which owns the counts array) refer to each other: such a
         # cycle waits for the collector's next full pass, and between passes a busy aggregator had
-        # hundreds of discarded counts arrays (90 KB each) waiting, which grew the process's RSS in
+        # hundreds of discarded counts arrays (188 KB each) waiting, which grew the process's RSS in
         # steps. Through a weak proxy the counts array goes with the last reference to the histogram.
         encoder = self._raw.encoder
         if not isinstance(encoder.histogram, weakref.ProxyType):

@@ -114,6 +114,10 @@ def main(argv: list[str], engine_factory: EngineFactory | None = None) -> int:
     started = time.perf_counter()
     try:
         engine = _start_engine(args.engine, engine_factory)
+    except KeyboardInterrupt:
+        sock.close()
+        logs.error(logs.SRC_CORE, "interrupted while the engine core was starting", proc=logs.ENGINE)
+        return 130
     except Exception as exc:
         sock.close()
         kind = _error_kind(exc)
