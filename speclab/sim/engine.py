@@ -68,9 +68,16 @@ class SimEngine:
         for fault in config.faults:
             if fault not in KNOWN_FAULTS:
                 raise SimStartupError(f"unknown engine fault {fault!r}; known: {', '.join(KNOWN_FAULTS)}")
+        self.max_model_len = config.max_model_len or DEFAULT_MAX_MODEL_LEN
+        # vLLM checks its scheduler settings before it loads a weight: so does this, before the models.
+        if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
+            raise SimStartupError(
+                f"max_num_batched_tokens ({config.max_num_batched_tokens}) is smaller than max_model_len "
+                f"({self.max_model_len}). This effectively limits the maximum sequence length to "
+                "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+                "max_num_batched_tokens or decrease max_model_len.")
         self.target: SimLM = load_lm(config.model)
         self.tokenizer: SimTokenizer = self.target.tokenizer
-        self.max_model_len = config.max_model_len or DEFAULT_MAX_MODEL_LEN
         self.k = 0  # K: the most drafts a step verifies
         self.proposer: Proposer | None = None
         self.verifier: Verifier = StandardVerifier()
@@ -91,12 +98,6 @@ class SimEngine:
                 fly_threshold=spec.fly_entropy_threshold, fly_top_k=spec.fly_entropy_top_k)
             if spec.per_batch_size is not None:
                 self._dense = dense_schedule(spec.per_batch_size, config.max_num_seqs, self.k)
-        if not config.enable_chunked_prefill and config.max_num_batched_tokens < self.max_model_len:
-            raise SimStartupError(
-                f"max_num_batched_tokens ({config.max_num_batched_tokens}) is smaller than max_model_len "
-                f"({self.max_model_len}). This effectively limits the maximum sequence length to "
-                "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
-                "max_num_batched_tokens or decrease max_model_len.")
         shape = MODEL_SHAPES[config.model]
         tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
         self.memory: MemoryFacts = plan_memory(gpu, config.model, shape, draft_shape, tp * pp,

@@ -28,12 +28,14 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from . import logs
 from .api import EngineConfig, EngineRequest, MemoryFacts, StepResult, Tokenizer
 from .engine_client import EngineCoreDiedError
 from .tokenizer import load_tokenizer
 
 _HEADER = struct.Struct("!I")
 _CLOSE_WAIT_S = 5.0
+CORE_KILLED_LINE = "the engine core process did not exit within {seconds:g} s of its socket closing; killed"
 
 
 def _frame(message: tuple[Any, ...]) -> bytes:
@@ -188,6 +190,10 @@ class EngineProcess:
         self._closed = True
         if self._reader_task is not None:
             self._reader_task.cancel()
+        # Shut the connection down first: the event loop's transport holds the descriptor until
+        # its next turn, and the engine process must read end-of-file now, not when the loop ends.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         if self._writer is not None:
             with contextlib.suppress(RuntimeError):  # the loop is already closed: the socket closes below
                 self._writer.close()
@@ -195,6 +201,7 @@ class EngineProcess:
         try:
             self._proc.wait(timeout=_CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
+            logs.warning(logs.SRC_CORE, CORE_KILLED_LINE.format(seconds=_CLOSE_WAIT_S))
             self._proc.kill()
             self._proc.wait()
 

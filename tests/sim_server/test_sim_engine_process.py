@@ -32,7 +32,7 @@ async def test_a_killed_engine_core_fails_the_stream_and_the_health_check(tmp_pa
         async with aiohttp.ClientSession() as s, s.post(p.url + "/v1/completions", json=LONG) as r:
             await r.content.readline()  # the first chunk: the request is running in the core
             core.send_signal(signal.SIGKILL)
-            events = [e for e in (await r.read()).decode().split("\n\n") if e.strip()]
+            events = [e.strip() for e in (await r.read()).decode().split("\n\n") if e.strip()]
         assert events[-1] == "data: [DONE]"
         error = json.loads(events[-2].removeprefix("data: "))["error"]
         assert error["message"] == "EngineCore encountered an issue: the engine core process died (killed by SIGKILL)"
@@ -67,6 +67,7 @@ async def test_sigterm_to_the_whole_tree_still_finishes_the_request_in_flight(tm
         assert await asyncio.to_thread(p.proc.wait, 60) == 0
         assert raw.rstrip().endswith("data: [DONE]") and '"error"' not in raw
         await asyncio.to_thread(core.wait, 60)
+        assert "did not exit" not in p.log()  # it read end-of-file at once, not after the server's wait
     finally:
         p.stop()
 
