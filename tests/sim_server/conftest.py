@@ -24,12 +24,13 @@ SPEC_ARGS = ["--speculative-config", '{"method": "draft_model", "model": "sim-1b
 
 
 class SimProcess:
-    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None,
+                 module: str = SIM_MODULE) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = log_path.open("w")
-        self.argv = [sys.executable, "-m", SIM_MODULE, *args, "--host", "127.0.0.1", "--port", str(self.port)]
+        self.argv = [sys.executable, "-m", module, *args, "--host", "127.0.0.1", "--port", str(self.port)]
         self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
 
@@ -64,9 +65,9 @@ class SimProcess:
 
 
 def start_sim(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None,
-              ready_timeout: float = READY_TIMEOUT_S) -> SimProcess:
+              ready_timeout: float = READY_TIMEOUT_S, module: str = SIM_MODULE) -> SimProcess:
     """A ready simulator; one that does not become ready is stopped before the error propagates."""
-    proc = SimProcess(args, tmp / f"{name}.log", env)
+    proc = SimProcess(args, tmp / f"{name}.log", env, module)
     try:
         return proc.wait_ready(ready_timeout)
     except BaseException:

@@ -9,14 +9,17 @@ from pathlib import Path
 
 import aiohttp
 import psutil
-import pytest
 
-from .conftest import SIM_MODULE, start_sim
+from .conftest import SimProcess
+from .conftest import start_sim as start_any_sim
 from .sse import get, post_json
 
-pytestmark = pytest.mark.skipif(SIM_MODULE != "speclab.sim", reason="the fake engine runs in the server's process")
-
 LONG = {"prompt": "a", "max_tokens": 2000, "stream": True, "ignore_eos": True}
+
+
+def start_sim(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None) -> SimProcess:
+    """The real engine's server (whatever SPECLAB_SIM_TEST_MODULE says: a test engine runs in-process)."""
+    return start_any_sim(args, tmp, name, env, module="speclab.sim")
 
 
 def engine_core(server_pid: int) -> psutil.Process:
