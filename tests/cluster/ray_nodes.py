@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +113,19 @@ class RayCluster:
             if node.proc.stdout is not None and (node.reader is None or not node.reader.is_alive()):
                 node.proc.stdout.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def free_cpus(want: float, timeout: float = 30.0) -> float:
+    """The cluster's free CPUs, once ``want`` are free or ``timeout`` has passed (the GCS learns of
+    a release from the raylets' next resource report, so the view lags the release a little)."""
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while True:
+        free = float(ray.available_resources().get("CPU", 0.0))
+        if free >= want or time.monotonic() > deadline:
+            return free
+        time.sleep(0.1)
 
 
 def _in_sessions(proc: psutil.Process, sessions: set[int], temp_dir: Path) -> bool:

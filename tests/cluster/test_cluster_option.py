@@ -54,3 +54,14 @@ def test_a_ray_task_error_is_named_by_its_cause() -> None:
 
     error = TaskError(RuntimeError("System error: Failed to create placement group 'p': no room"))
     assert _first_line(error) == "System error: Failed to create placement group 'p': no room"
+
+
+def test_no_room_names_what_holds_the_cluster() -> None:
+    # The line a run that found no room ends with: the free CPUs, and the groups holding the rest.
+    from speclab.traffic.cluster.runner import room_line
+
+    table = {"a1": {"name": "speclab-traffic-7-x", "state": "CREATED"}, "b2": {"name": "", "state": "CREATED"},
+             "c3": {"name": "gone", "state": "REMOVED"}, "d4": {"name": "mine", "state": "PENDING"}}
+    assert room_line(0.0, table, "mine") == "0 free; placement groups holding CPUs: b2, speclab-traffic-7-x"
+    assert room_line(2.0, {}, "mine") == ("2 free, held by no other placement group: "
+                                          "the cluster did not schedule the workers in time")

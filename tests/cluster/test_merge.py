@@ -15,7 +15,7 @@ from speclab.traffic import Target, TrafficRunner, build_plan
 from speclab.traffic.cluster.runner import RayTrafficRunner
 
 from ..traffic.fake_server import FakeServer
-from .ray_nodes import RayCluster
+from .ray_nodes import RayCluster, free_cpus
 from .test_ray_runner import _scenario
 
 # The first test to use the cluster also pays for starting it (about a minute on a loaded 2-core host).
@@ -80,6 +80,7 @@ async def test_worker_streams_merge_identically_through_ray(ray_cluster: RayClus
         await actor.relay.remote(local.streams[w], True)
     remote.follow()
     ray_summary = await remote.finished
+    assert free_cpus(2) == 2  # a finished run has given the cluster back
 
     assert ray_summary.errors == []
     assert (ray_summary.records, ray_summary.started, ray_summary.issued) == (

@@ -15,7 +15,7 @@ from speclab.traffic.cluster import make_runner
 from speclab.traffic.cluster.runner import RayTrafficRunner
 
 from ..traffic.fake_server import FakeServer
-from .ray_nodes import RayCluster
+from .ray_nodes import RayCluster, free_cpus
 
 # The first test to use the cluster also pays for starting it (about a minute on a loaded 2-core host).
 pytestmark = pytest.mark.timeout(300)
@@ -51,4 +51,5 @@ async def test_one_worker_per_cluster_cpu_across_both_nodes(ray_cluster: RayClus
     assert len({n["node_id"] for n in runner.nodes.values()}) == 2  # SPREAD: one worker on each node
     assert {h.node for h in health} == {runner.node_label(0), runner.node_label(1)}
     assert all(h.clock_bound_ms > 0 for h in health)
+    assert free_cpus(2) == 2  # a finished run has given the cluster back
 

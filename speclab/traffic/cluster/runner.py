@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import math
 import os
 import time
 import uuid
@@ -34,6 +35,7 @@ START_DELAY_S = 0.5  # a control message crosses the cluster in milliseconds; th
 PULL_WAIT_S = 0.5
 CLOCK_RESYNC_S = 2.0
 PLACEMENT_TIMEOUT_S = 60.0
+PLACEMENT_POLL_S = 2
 CONNECT_ATTEMPTS = 3
 
 
@@ -125,22 +127,36 @@ class RayTrafficRunner(TrafficRunner):
         # A name of this run's own: two runs on one cluster (two users, or a run whose predecessor's
         # group Ray is still removing) must not collide on it.
         name = f"speclab-traffic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        loop = asyncio.get_running_loop()
+        bundles = [{"CPU": 1}] * self.workers
         try:
-            self._pg = placement_group([{"CPU": 1}] * self.workers, strategy="SPREAD", name=name)
+            self._pg = await loop.run_in_executor(None, lambda: placement_group(bundles, strategy="SPREAD", name=name))
         except Exception as error:  # Ray's own refusal, raised through the client
             raise InputError(f"--cluster {self.cluster}: cannot place {self.workers} traffic workers: "
                              f"{_first_line(error)}") from None
-        try:
-            await asyncio.wait_for(self._pg.ready(), PLACEMENT_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        if not await self._placed(self._pg):
+            held = await loop.run_in_executor(None, _held_by, ray, name)
             raise InputError(f"--cluster {self.cluster}: no room for {self.workers} traffic workers of one CPU each "
-                             f"within {PLACEMENT_TIMEOUT_S:g} s (the cluster has {cpus} CPUs)") from None
+                             f"within {PLACEMENT_TIMEOUT_S:g} s (the cluster has {cpus} CPUs; {held})")
         remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(TrafficActor)
         for w in range(self.workers):
             strategy = PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=w)
             self._procs.append(remote.options(scheduling_strategy=strategy, name=None).remote())
         described = await asyncio.gather(*(actor.describe.remote() for actor in self._procs))
         self.nodes = {w: {**d, "ip": addresses.get(d["node_id"], "?")} for w, d in enumerate(described)}
+
+    @staticmethod
+    async def _placed(pg: Any) -> bool:
+        """Whether the group is placed within ``PLACEMENT_TIMEOUT_S``. ``PlacementGroup.wait`` asks
+        the GCS, as Ray Train does; ``ready()`` also runs a task in one of the bundles, so it waits
+        for a worker process to start there as well. The wait is made in calls of a few whole
+        seconds (Ray takes whole seconds) so that Ctrl-C is not held up by a long one."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + PLACEMENT_TIMEOUT_S
+        while (left := deadline - time.monotonic()) > 0:
+            if await loop.run_in_executor(None, pg.wait, min(PLACEMENT_POLL_S, math.ceil(left))):
+                return True
+        return False
 
     # ---- clocks ----------------------------------------------------------------------------
 
@@ -200,8 +216,10 @@ class RayTrafficRunner(TrafficRunner):
     async def _finish(self) -> None:
         if self._clock_task is not None:
             self._clock_task.cancel()
-        await super()._finish()
+        # The cluster is given back before ``finished`` resolves: whoever awaited it (the next cell
+        # of a sweep, the next stage of accept) finds the CPUs free again.
         await asyncio.get_running_loop().run_in_executor(None, self._release)
+        await super()._finish()
 
     async def _kill_all(self) -> None:
         for actor in self._procs:
@@ -263,6 +281,28 @@ def connect(cluster: str) -> Any:
         except Exception as error:
             raise InputError(f"--cluster {cluster}: cannot connect: {_first_line(error)}") from None
     return ray
+
+
+def _held_by(ray: Any, own: str) -> str:
+    """Where a cluster's CPUs went, for the line that says a run found no room: how many are free
+    and which other placement groups hold some."""
+    try:
+        free = float(ray.available_resources().get("CPU", 0.0))
+        from ray.util.placement_group import placement_group_table
+
+        table = placement_group_table()
+    except Exception as error:  # the cluster that did not place the workers may not answer this either
+        return f"it did not say what is free: {_first_line(error)}"
+    return room_line(free, table, own)
+
+
+def room_line(free: float, table: dict[str, dict[str, Any]], own: str) -> str:
+    """``_held_by``'s words from the free CPUs and Ray's placement group table."""
+    others = sorted(str(pg.get("name") or pg_id) for pg_id, pg in table.items()
+                    if pg.get("state") == "CREATED" and pg.get("name") != own)
+    if not others:
+        return f"{free:g} free, held by no other placement group: the cluster did not schedule the workers in time"
+    return f"{free:g} free; placement groups holding CPUs: {', '.join(others[:5])}"
 
 
 def check_reachable(targets: Any, node_ips: list[str]) -> None:
