@@ -25,7 +25,10 @@ AUTO: Final = "auto"
 # its clock (drift p99 0.06 of a step) with a valid client at S = 12, and not at 4 (25 steps) or 6
 # (0.13 of a step). Re-measured after the faster engine (--runs 96:5,96:6,96:8): drift p99 0.153,
 # 0.118 and 0.079 of a step, the client saturated in 11-12 of 12 intervals at each, so the smallest
-# valid S is still above 8 and the capacity stays 288 / 12.
+# valid S is still above 8 and the capacity stays 288 / 12. With the engine core in its own process
+# (--runs 96:6,96:8,96:10) the simulators kept their clock at all three (drift p99 under 0.02 of a
+# step), but the client's event-loop lag flagged every interval of every run, S = 12 included: on
+# that host no scale tried (6-12) gave a valid client at this load, so the capacity was not changed.
 HOST_CAPACITY_SEQS: Final = 24.0
 WEIGHT_PER_DRAFT_TOKEN: Final = 0.25
 # A typical modelled time per output token (sim-8b on an H100 at a moderate batch), used only to
