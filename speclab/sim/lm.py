@@ -210,34 +210,37 @@ class SimLM:
 
         The token's score is the same products, in the same order, as ``scores`` computes it. The
         total is summed in another order (a dot product of the shared distribution with the weights,
-        then each sparse and boosted entry's difference), so it can differ from the array's in the
-        last bits; an accept test drawn against it decides the same but for a chance of about 1e-16.
+        then each sparse entry's and each boosted entry's difference), so it can differ from the
+        array's in the last bits; an accept test drawn against it decides the same but for a chance
+        of about 1e-16. A context word's weight is read from ``state.present`` (it is
+        ``state.weights[j]``: the copy weight where the token's canonical form is in the context).
         """
         p, scale, sums = self.counts.parts(state.tokens)
-        weights = state.weights
-        total = float(np.dot(p, weights)) * scale
-        values: dict[int, float] = {}  # the entries that differ from p·scale·weights, as scores has them
-
-        def value(j: int) -> float:
-            v = values.get(j)
-            if v is None:
-                d = float(p[j]) * scale
-                w = sums.get(j)
-                v = (d if w is None else d + w) * float(weights[j])
-            return v
-
-        for j in sums:
-            values[j] = value(j)
+        present, canon, copy_weight = state.present, self.canon_list, self.copy_weight
+        total = float(np.dot(p, state.weights)) * scale
+        for j, s in sums.items():
+            total += s * copy_weight if present[canon[j]] else s
+        boosted: dict[int, float] = {}  # a boosted entry's score, the dense entry times each boost in turn
         ind = state.induction()
         if ind >= 0 and self.boostable_list[ind]:
             weight = self.induction_weight
             for j in self.member_lists[ind]:
-                values[j] = value(j) * weight
+                boosted[j] = self._entry(p, scale, sums, present, j) * weight
         for j, weight in state.pointer_pairs():
-            values[j] = value(j) * weight
-        for j, v in values.items():
-            total += v - float(p[j]) * scale * float(weights[j])
-        return value(token) / total
+            v = boosted.get(j)
+            boosted[j] = (self._entry(p, scale, sums, present, j) if v is None else v) * weight
+        for j, v in boosted.items():
+            total += v - self._entry(p, scale, sums, present, j)
+        v = boosted.get(token)
+        return (self._entry(p, scale, sums, present, token) if v is None else v) / total
+
+    def _entry(self, p: FloatArray, scale: float, sums: dict[int, float], present: list[int], j: int) -> float:
+        """Entry j of the distribution times its context-word weight, as ``scores`` has it before the boosts."""
+        d = p.item(j) * scale
+        s = sums.get(j)
+        if s is not None:
+            d += s
+        return d * self.copy_weight if present[self.canon_list[j]] else d
 
     def probs(self, state: ContextState) -> FloatArray:
         """The model's next-token distribution after ``state`` (a fresh array)."""
