@@ -110,6 +110,7 @@ class LiveSession:
         self._done = asyncio.Event()  # the final snapshot is out (or there will be none)
         self._finishing = False
         self._finish_task: asyncio.Future[None] | None = None
+        self._scrape_round: asyncio.Future[None] | None = None  # the scrape loop's round in flight
         self._status = "complete"
         self._health: dict[int, WorkerHealth] = {}
         self.worker_table = WorkerTable()  # each worker's health over the run (measurement.workers)
@@ -249,15 +250,20 @@ class LiveSession:
             await self.sleep(INTERVAL_S)
             if self._finishing:  # _write_final takes the last samples itself
                 return
-            samples = await asyncio.gather(
-                *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
-            if self._finishing:
-                return
-            for failure in (s for s in samples if isinstance(s, BaseException)):
-                self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
-            self._take_samples([s for s in samples if isinstance(s, ServerSample)])
-            if self.engine is not None and not self.engine.simulated:
+            self._scrape_round = asyncio.ensure_future(self._scrape_all())
+            await asyncio.shield(self._scrape_round)
+            if not self._finishing and self.engine is not None and not self.engine.simulated:
                 self._gpu.sample()
+
+    async def _scrape_all(self) -> None:
+        """One scrape of every server, its samples always taken: a scraper's counters are deltas
+        from its previous read, so a sample dropped (say, because the run ended while it was on its
+        way) would lose those counts from the server side of the acceptance cross-check."""
+        samples = await asyncio.gather(
+            *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
+        for failure in (s for s in samples if isinstance(s, BaseException)):
+            self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
+        self._take_samples([s for s in samples if isinstance(s, ServerSample)])
 
     @property
     def gpu_peak(self) -> dict[int, GpuMemory]:
@@ -319,6 +325,8 @@ class LiveSession:
                 if change not in self.changes_applied and change.variant not in self.relaunching:
                     self.add_event(Event(t=now, kind="warning", variant=change.variant,
                                          message=f"--change {change.spec}: not applied, the run ended at {now:.1f} s"))
+            if self._scrape_round is not None:  # a scrape already on its way is taken before the last
+                await asyncio.wait([self._scrape_round])
             # One last scrape so server-wide counters cover every finished request.
             self._take_samples([await s.scrape(self.http, now) for s in self.scrapers.values()])
             if self.runner is not None:
