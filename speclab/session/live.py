@@ -110,7 +110,7 @@ class LiveSession:
         self._done = asyncio.Event()  # the final snapshot is out (or there will be none)
         self._finishing = False
         self._finish_task: asyncio.Future[None] | None = None
-        self._scrape_round: asyncio.Future[None] | None = None  # the scrape loop's round in flight
+        self._scraping = asyncio.Lock()  # one read of the servers at a time: their counters are deltas
         self._status = "complete"
         self._health: dict[int, WorkerHealth] = {}
         self.worker_table = WorkerTable()  # each worker's health over the run (measurement.workers)
@@ -250,20 +250,21 @@ class LiveSession:
             await self.sleep(INTERVAL_S)
             if self._finishing:  # _write_final takes the last samples itself
                 return
-            self._scrape_round = asyncio.ensure_future(self._scrape_all())
-            await asyncio.shield(self._scrape_round)
+            await asyncio.shield(self._scrape_all())
             if not self._finishing and self.engine is not None and not self.engine.simulated:
                 self._gpu.sample()
 
     async def _scrape_all(self) -> None:
-        """One scrape of every server, its samples always taken: a scraper's counters are deltas
-        from its previous read, so a sample dropped (say, because the run ended while it was on its
-        way) would lose those counts from the server side of the acceptance cross-check."""
-        samples = await asyncio.gather(
-            *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
-        for failure in (s for s in samples if isinstance(s, BaseException)):
-            self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
-        self._take_samples([s for s in samples if isinstance(s, ServerSample)])
+        """One scrape of every server, its samples always taken. A scraper's counters are deltas
+        from its previous read: a sample dropped (the run ended while it was on its way) would lose
+        those counts from the server side of the acceptance cross-check, and two reads of one server
+        at once could be parsed out of order (a counter seen going down reads as a restart)."""
+        async with self._scraping:
+            samples = await asyncio.gather(
+                *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
+            for failure in (s for s in samples if isinstance(s, BaseException)):
+                self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
+            self._take_samples([s for s in samples if isinstance(s, ServerSample)])
 
     @property
     def gpu_peak(self) -> dict[int, GpuMemory]:
@@ -273,7 +274,8 @@ class LiveSession:
         """Scrape one server now (before a relaunch stops it, so its last counts are kept)."""
         scraper = self.scrapers.get(variant)
         if scraper is not None:
-            self._take_samples([await scraper.scrape(self.http, self.now())])
+            async with self._scraping:
+                self._take_samples([await scraper.scrape(self.http, self.now())])
 
     def _take_samples(self, samples: list[ServerSample]) -> None:
         self.tally.add_samples(samples)
@@ -325,10 +327,10 @@ class LiveSession:
                 if change not in self.changes_applied and change.variant not in self.relaunching:
                     self.add_event(Event(t=now, kind="warning", variant=change.variant,
                                          message=f"--change {change.spec}: not applied, the run ended at {now:.1f} s"))
-            if self._scrape_round is not None:  # a scrape already on its way is taken before the last
-                await asyncio.wait([self._scrape_round])
-            # One last scrape so server-wide counters cover every finished request.
-            self._take_samples([await s.scrape(self.http, now) for s in self.scrapers.values()])
+            # One last scrape so server-wide counters cover every finished request (after any
+            # read already on its way, whose samples are taken too).
+            async with self._scraping:
+                self._take_samples([await s.scrape(self.http, now) for s in self.scrapers.values()])
             if self.runner is not None:
                 self.aggregator.set_planned(self.runner.issued())
             self.aggregator.finish(now)

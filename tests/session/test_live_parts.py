@@ -91,9 +91,8 @@ class _HeldScraper:
         return ServerSample(t=t, variant="k4", spec_drafts=5, spec_draft_tokens=20, spec_accepted=12)
 
 
-async def test_a_scrape_on_its_way_when_the_run_ends_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Scrapes are deltas from the previous read: the loop's read that the end overtook used to be
-    # dropped, and the cross-check then found the servers ~20% short after a Ctrl-C (a CI failure).
+def _held_session(monkeypatch: pytest.MonkeyPatch) -> tuple[LiveSession, _HeldScraper]:
+    """A session whose one server is read by ``_HeldScraper`` and whose scrape loop never waits."""
     session = LiveSession(RunOptions(scenario="smoke", lab="default", engine="sim", requests=4))
     scraper = _HeldScraper()
     session.scrapers = {"k4": scraper}  # type: ignore[dict-item]
@@ -103,6 +102,13 @@ async def test_a_scrape_on_its_way_when_the_run_ends_is_counted(monkeypatch: pyt
         await asyncio.sleep(0)
 
     monkeypatch.setattr(session, "sleep", no_wait)
+    return session, scraper
+
+
+async def test_a_scrape_on_its_way_when_the_run_ends_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Scrapes are deltas from the previous read: the loop's read that the end overtook used to be
+    # dropped, and the cross-check then found the servers ~20% short after a Ctrl-C (a CI failure).
+    session, scraper = _held_session(monkeypatch)
     loop = asyncio.create_task(session._scrape_loop())
     await scraper.entered.wait()
     finish = asyncio.create_task(session._finish())
@@ -113,3 +119,19 @@ async def test_a_scrape_on_its_way_when_the_run_ends_is_counted(monkeypatch: pyt
     await loop
     assert scraper.reads == 2
     assert SpecTotals.from_samples(session.samples) == SpecTotals(drafts=15, draft_tokens=60, accepted=37)
+
+
+async def test_a_relaunch_read_waits_for_the_read_on_its_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two reads of one server at once could be parsed out of order: a counter would seem to go down.
+    session, scraper = _held_session(monkeypatch)
+    loop = asyncio.create_task(session._scrape_loop())
+    await scraper.entered.wait()
+    relaunch = asyncio.create_task(session.scrape_once("k4"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert scraper.reads == 1  # held behind the loop's read
+    session._finishing = True
+    scraper.release.set()
+    await relaunch
+    await loop
+    assert scraper.reads == 2 and [s.spec_drafts for s in session.samples] == [10, 5]
