@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from speclab.traffic.health import HealthMonitor, WorkerHealth, judge, percentile
+from speclab.traffic.health import TICK_S, HealthMonitor, WorkerHealth, judge, percentile, read_lateness
 
 
 class Clocks:
@@ -53,6 +53,39 @@ def test_judge_and_percentile() -> None:
     assert percentile([], 99.0) == 0.0
     assert percentile([3.0, 1.0, 2.0], 50.0) == 2.0
     assert judge(1.0, 1.0, 10.0) == (False, "")
-    assert judge(6.0, 2.0, 50.0) == (False, "")  # within the calibrated limits
+    assert judge(6.0, 1.5, 50.0) == (False, "")  # within the calibrated limits
     saturated, reason = judge(9.0, 3.0, 95.0)
-    assert saturated and reason.count(";") == 2
+    assert saturated and reason.count(";") == 2 and "read lateness p99.5 3.00 ms" in reason
+
+
+def test_read_lateness_weights_a_stall_by_how_long_it_lasted() -> None:
+    assert read_lateness([], TICK_S) == 0.0
+    # 500 ticks 0.1 ms late over 1.05 s: 0.5% of the time (5.25 ms) is spent more than y late where
+    # 500 (0.1 ms - y) = 5.25 ms, so y = 0.0895 ms.
+    assert read_lateness([0.0001] * 500, TICK_S) == pytest.approx(0.0000895)
+    # One 50 ms stall among them is one tick in 501 (under their p99) but 50 ms of 1.1 s: what arrives
+    # in its first 5.5 ms (0.5% of 1.1 s) waits more than 44.5 ms.
+    stalled = [0.0001] * 500 + [0.05]
+    assert percentile(stalled, 99.0) == 0.0001
+    assert read_lateness(stalled, TICK_S) == pytest.approx(0.05 - 0.005 * (0.0001 * 500 + 0.05 + TICK_S * 501))
+    # Ten 10 ms stalls in 1.149 s: 0.5% of it (5.745 ms) is shared by the ten, so y = 10 - 0.5745 ms.
+    assert read_lateness([0.0001] * 490 + [0.01] * 10, TICK_S) == pytest.approx(0.01 - 0.005 * 1.149 / 10)
+    # The quantile is its own: the p99 of the same ticks is lower.
+    assert read_lateness(stalled, TICK_S, q=0.99) < read_lateness(stalled, TICK_S)
+
+
+def test_a_stall_under_the_tick_p99_flags_the_interval() -> None:
+    clocks, reports = Clocks(), []
+    monitor = _monitor(clocks, reports)
+    clocks.wall = 100.2
+    monitor.check(0.2)
+    for _ in range(480):
+        monitor.note_loop_lag(0.0002)
+    for _ in range(3):
+        monitor.note_loop_lag(0.012)  # three 12 ms stalls: under the ticks' p99, not under the time's
+    clocks.wall, clocks.cpu = 101.05, 0.3
+    monitor.check(1.05)
+    (report,) = reports
+    assert report.loop_lag_p99_ms == pytest.approx(0.2)
+    assert report.read_lateness_ms > 5.0
+    assert report.saturated and "read lateness p99.5" in report.reason

@@ -1,7 +1,7 @@
 """The traffic workers panel: where each worker runs and whether it keeps the schedule.
 
 The status line folds the workers into the worst of them; this names the one that fell behind,
-and its node: its latest interval beside its worst one (schedule lag, event-loop lag, CPU), its
+and its node: its latest interval beside its worst one (schedule lag, read lateness, CPU), its
 clock offset and the bound on it (a cluster worker), and the intervals it flagged. The rows are
 the snapshot's ``workers``, the same rows ``measurement.workers`` is written from. A rich table,
 not a DataTable: nothing here is selected, and rich fits the columns to 80 or 120 cells.
@@ -18,14 +18,15 @@ from textual.widget import Widget
 
 from speclab.model.workers import WorkerRow
 from speclab.traffic.cluster.clock import CLOCK_BOUND_LIMIT_MS
-from speclab.traffic.health import CPU_LIMIT_PERCENT, LOOP_LAG_LIMIT_MS, SCHEDULE_LAG_LIMIT_MS
+from speclab.traffic.health import CPU_LIMIT_PERCENT, READ_LATENESS_LIMIT_MS, SCHEDULE_LAG_LIMIT_MS
 from speclab.ui import fmt
 
 OVER = "bold red"
 # (header, justify); the caption under the table says what the pairs are.
-COLUMNS = (("#", "right"), ("node", "left"), ("sent", "right"), ("sched p99", "right"), ("loop p99", "right"),
+COLUMNS = (("#", "right"), ("node", "left"), ("sent", "right"), ("sched p99", "right"), ("late p99.5", "right"),
            ("CPU %", "right"), ("clock", "right"), ("flagged", "right"))
-CAPTION = ("sched/loop p99: schedule and event-loop lag p99, ms, latest interval / worst; CPU %: latest / worst; "
+CAPTION = ("sched p99: schedule lag p99, late p99.5: how late the event loop read what arrived, ms, latest "
+           "interval / worst; CPU %: latest / worst; "
            "clock: offset from this host's clock ± its bound, ms")
 
 
@@ -57,7 +58,7 @@ def worker_cells(row: WorkerRow) -> tuple[Text, ...]:
     flagged = Text(f"{row.saturated_intervals} of {row.intervals}", style=OVER if row.saturated_intervals else "")
     return (Text(str(row.worker)), Text(row.node), Text(f"{row.sent:,}"),
             _pair(row.last_schedule_lag_p99_ms, row.schedule_lag_p99_ms, SCHEDULE_LAG_LIMIT_MS),
-            _pair(row.last_loop_lag_p99_ms, row.loop_lag_p99_ms, LOOP_LAG_LIMIT_MS),
+            _pair(row.last_read_lateness_ms, row.read_lateness_ms, READ_LATENESS_LIMIT_MS),
             _pair(row.last_cpu_percent, row.cpu_percent_max, CPU_LIMIT_PERCENT, digits=0, at_limit=True),
             _clock(row), flagged)
 
@@ -76,7 +77,7 @@ def worker_notes(rows: tuple[WorkerRow, ...], *, replay: bool) -> Text:
             out.append(f"worker {row.worker} " + ("(this host)" if row.local else f"on {row.node}"), style="bold")
             out.append(f", interval {row.last_flagged}: {row.flag_reason}\n", style="red")
     out.append(f"An interval is flagged when a worker's schedule lag p99 passes {SCHEDULE_LAG_LIMIT_MS:g} ms, its "
-               f"event-loop lag p99 {LOOP_LAG_LIMIT_MS:g} ms, its CPU {CPU_LIMIT_PERCENT:g}% of a core, or its clock "
+               f"read lateness p99.5 {READ_LATENESS_LIMIT_MS:g} ms, its CPU {CPU_LIMIT_PERCENT:g}% of a core, or its clock "
                f"bound {CLOCK_BOUND_LIMIT_MS:g} ms; that interval's numbers describe the client, not the server.",
                style="dim")
     if any(not r.local for r in rows):
