@@ -2,18 +2,20 @@
 
 speclab's workers judge each 1 s interval from what they can see of themselves (schedule lag, how
 late a 2 ms ticker wakes, weighted by how long each stall lasted, CPU share) and flag it when the
-client's own error may be above what a measurement can bear. Whether that flag is right can only be told from outside: this bench fires
-speclab's real traffic worker (``TrafficRunner``, one worker process, this process as its parent)
-at bench_loadgen's ground-truth server, which logs the kernel's receive time of every request and
-when it wrote the first chunk, so each interval's true TTFT error p99 is known. A background
+client's own error may be above what a measurement can bear. Whether that flag is right can only be
+told from outside: this bench fires speclab's real traffic worker (``TrafficRunner``, one worker
+process, this process as its parent) at bench_loadgen's ground-truth server, which logs the kernel's
+receive time of every request and when it wrote the first chunk, so each interval's true TTFT error
+p99 is known. A background
 process that switches between burning a core and sleeping, for random spans, makes some intervals
 bad and leaves others clean, as a shared host does.
 
 The loop's lateness is tried three ways: the p99 over ticks (``p99``), the worst tick (``max``) and
 the read lateness p99.5 over moments speclab judges (``late``, ``health.read_lateness``). It prints,
 for each limit tried, the share of truly bad intervals (true error p99 above ``--bad-ms``) that
-would be flagged and the share of accurate ones that would be, and the limits that meet the targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the limits
-speclab ships with (``speclab.traffic.health``).
+would be flagged and the share of accurate ones that would be, and the limits that meet the
+targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the limits speclab ships
+with (``speclab.traffic.health``).
 
     .venv/bin/python bench/calibrate_health.py [--rates 50,100,200,300,400,500] [--duration 12] [--bad-ms 5]
 """
