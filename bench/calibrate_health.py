@@ -6,9 +6,11 @@ client's own error may be above what a measurement can bear. Whether that flag i
 told from outside: this bench fires speclab's real traffic worker (``TrafficRunner``, one worker
 process, this process as its parent) at bench_loadgen's ground-truth server, which logs the kernel's
 receive time of every request and when it wrote the first chunk, so each interval's true TTFT error
-p99 is known. A background
-process that switches between burning a core and sleeping, for random spans, makes some intervals
-bad and leaves others clean, as a shared host does.
+p99 is known. A background process that switches between burning a core and sleeping, for random
+spans, makes some intervals bad and leaves others clean, as a shared host does. With ``--neighbour
+LAB`` the neighbours are instead LAB's simulators, launched as speclab launches them and fired the
+same plan from the same worker, as ``speclab run --lab LAB`` does; only the truth server's requests
+are judged.
 
 The loop's lateness is tried three ways: the p99 over ticks (``p99``), the worst tick (``max``) and
 the read lateness p99.5 over moments speclab judges (``late``, ``health.read_lateness``). It prints,
@@ -18,12 +20,14 @@ targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the 
 with (``speclab.traffic.health``).
 
     .venv/bin/python bench/calibrate_health.py [--rates 50,100,200,300,400,500] [--duration 12] [--bad-ms 5]
+    .venv/bin/python bench/calibrate_health.py --neighbour default --rates 7,15 --duration 25 --min-requests 5
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import random
@@ -41,14 +45,17 @@ from loadgen_plan import Workload, write_scenario
 from loadgen_runs import MODEL, ServerConfig, TruthServer
 from loadgen_truth import ClientRecord, interval_truth, match
 
+from speclab.model.lab import Lab, load_lab
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import load_scenario
+from speclab.servers.manager import ServerManager
 from speclab.traffic import health
 from speclab.traffic.client import Target
 from speclab.traffic.health import WorkerHealth
 from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import build_plan
 
+TRUTH = "bench"  # the truth server's variant name
 TARGET_HIT = 0.95
 TARGET_FALSE = 0.05
 
@@ -80,35 +87,47 @@ class Interval:
     flagged: bool  # as speclab's shipped limits judged it
 
 
-async def fire(scenario: Path, url: str) -> tuple[list[RequestRecord], list[WorkerHealth]]:
+async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tuple[list[RequestRecord], list[WorkerHealth]]:
+    """Fire the plan at the truth server, and, with ``lab``, at that lab's simulators from the same worker."""
     plan = build_plan(load_scenario(scenario))
     records: list[RequestRecord] = []
     reports: list[WorkerHealth] = []
-    runner = TrafficRunner(plan, {"bench": Target("bench", url, MODEL)}, workers=1, run_start=time.monotonic(),
-                           on_records=records.extend, on_health=reports.append)
-    await runner.start()
-    await runner.finished
-    return records, reports
+    targets = {TRUTH: Target(TRUTH, url, MODEL)}
+    async with contextlib.AsyncExitStack() as stack:
+        if lab is not None:
+            manager = await stack.enter_async_context(ServerManager(lab, "sim", log_dir=workdir / "servers"))
+            for name, s in (await manager.start()).items():
+                k = int(s.settings.get("num_speculative_tokens") or 0) if s.settings.get("method") else 0
+                targets[name] = Target(name, s.base_url, s.model_name or "", num_spec_tokens=k, engine=s.backend.id)
+        runner = TrafficRunner(plan, targets, workers=1, run_start=time.monotonic(),
+                               on_records=records.extend, on_health=reports.append)
+        await runner.start()
+        await runner.finished
+    return [r for r in records if r.variant == TRUTH], reports
 
 
-def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, workdir: Path) -> list[Interval]:
+def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, workdir: Path, lab: Lab | None,
+             min_requests: int) -> list[Interval]:
     work = Workload(rate, duration, seed)
     scenario = write_scenario(workdir / f"cal-r{rate:g}.toml", f"cal-r{rate:g}", work)
     server = TruthServer(config, workdir / f"server-r{rate:g}.json", workdir / f"server-r{rate:g}.log")
-    noise = multiprocessing.get_context("spawn").Process(target=hog, args=(seed + int(rate), time.monotonic() + duration + 30))
-    noise.start()
+    noise = None
+    if lab is None:
+        noise = multiprocessing.get_context("spawn").Process(target=hog, args=(seed + int(rate), time.monotonic() + duration + 30))
+        noise.start()
     try:
-        records, reports = asyncio.run(fire(scenario, server.url))
+        records, reports = asyncio.run(fire(scenario, server.url, lab, workdir))
     finally:
-        noise.terminate()
-        noise.join()
+        if noise is not None:
+            noise.terminate()
+            noise.join()
         truth = server.stop()
     client = [ClientRecord(r.request_id, r.intended, r.sent, r.first_token, r.done, r.ok) for r in records]
     by_interval = {h.interval: h for h in reports}
     out = []
     for row in interval_truth(match(client, truth.records)):
         h = by_interval.get(row.index)
-        if h is None or row.requests < 10:
+        if h is None or row.requests < min_requests:
             continue
         out.append(Interval(rate, row.index, row.requests, row.error_p99_ms, h.schedule_lag_p99_ms, h.loop_lag_p99_ms,
                             h.loop_lag_max_ms, h.read_lateness_ms, h.cpu_percent, h.saturated))
@@ -144,17 +163,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bad-ms", type=float, default=5.0, help="an interval is bad above this true error p99")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--neighbour", metavar="LAB", default=None,
+                        help="instead of the core-burning process, launch LAB's simulators and fire the same plan at "
+                             "them from the same worker, as `speclab run --lab LAB` does (e.g. default)")
+    parser.add_argument("--min-requests", type=int, default=10, help="judge only intervals with this many requests")
     args = parser.parse_args()
+    lab = load_lab(args.neighbour) if args.neighbour else None
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     config = ServerConfig(50.0, 10.0, 64)
     rows: list[Interval] = []
     with tempfile.TemporaryDirectory(prefix="calibrate-health-") as tmp:
         for rate in rates:
-            got = run_rate(rate, args.duration, args.seed, config, Path(tmp))
+            got = run_rate(rate, args.duration, args.seed, config, Path(tmp), lab, args.min_requests)
             rows.extend(got)
             bad = sum(r.true_p99_ms > args.bad_ms for r in got)
             print(f"  {rate:g}/s: {len(got)} intervals judged, {bad} truly bad", file=sys.stderr, flush=True)
-    print(f"\n{len(rows)} intervals of >= 10 requests; bad = true TTFT error p99 > {args.bad_ms:g} ms "
+    noise = f"{lab.name} lab's {len(lab.variant_names)} simulators" if lab else "a core-burning process"
+    print(f"\nneighbour: {noise}; {len(rows)} intervals of >= {args.min_requests} requests; bad = true TTFT error p99 > {args.bad_ms:g} ms "
           f"(targets: >= {TARGET_HIT:.0%} of bad flagged, <= {TARGET_FALSE:.0%} of accurate flagged)")
     print(f"{'rate':>6}{'intervals':>10}{'bad':>6}{'true p99 ms (min-max)':>24}{'loop p99 ms (min-max)':>24}"
           f"{'sched p99 ms (min-max)':>24}{'read late p99.5 (min-max)':>27}")
