@@ -45,10 +45,12 @@ from loadgen_plan import Workload, write_scenario
 from loadgen_runs import MODEL, ServerConfig, TruthServer
 from loadgen_truth import ClientRecord, interval_truth, match
 
+from speclab.model.errors import InputError
 from speclab.model.lab import Lab, load_lab
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import load_scenario
 from speclab.servers.manager import ServerManager
+from speclab.session.relaunch import target_for
 from speclab.traffic import health
 from speclab.traffic.client import Target
 from speclab.traffic.health import WorkerHealth
@@ -96,9 +98,7 @@ async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tupl
     async with contextlib.AsyncExitStack() as stack:
         if lab is not None:
             manager = await stack.enter_async_context(ServerManager(lab, "sim", log_dir=workdir / "servers"))
-            for name, s in (await manager.start()).items():
-                k = int(s.settings.get("num_speculative_tokens") or 0) if s.settings.get("method") else 0
-                targets[name] = Target(name, s.base_url, s.model_name or "", num_spec_tokens=k, engine=s.backend.id)
+            targets.update({name: target_for(s, epoch=1) for name, s in (await manager.start()).items()})
         runner = TrafficRunner(plan, targets, workers=1, run_start=time.monotonic(),
                                on_records=records.extend, on_health=reports.append)
         await runner.start()
@@ -168,7 +168,10 @@ def main() -> None:
                              "them from the same worker, as `speclab run --lab LAB` does (e.g. default)")
     parser.add_argument("--min-requests", type=int, default=10, help="judge only intervals with this many requests")
     args = parser.parse_args()
-    lab = load_lab(args.neighbour) if args.neighbour else None
+    try:
+        lab = load_lab(args.neighbour) if args.neighbour else None
+    except InputError as error:
+        parser.error(f"--neighbour: {error}")
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     config = ServerConfig(50.0, 10.0, 64)
     rows: list[Interval] = []
