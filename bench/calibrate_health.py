@@ -12,9 +12,10 @@ LAB`` the neighbours are instead LAB's simulators, launched as speclab launches 
 same plan from the same worker, as ``speclab run --lab LAB`` does; only the truth server's requests
 are judged.
 
-The loop's lateness is tried three ways: the p99 over ticks (``p99``), the worst tick (``max``) and
-the read lateness p99.5 over moments speclab judges (``late``, ``health.read_lateness``). It prints,
-for each limit tried, the share of truly bad intervals (true error p99 above ``--bad-ms``) that
+Each interval's true error is also split into its way out (the server's kernel receive time − the
+client's ``sent``) and the rest, beside the worker's own measure of its way out (send delay p99,
+stamped as aiohttp writes each request) and of its way back (read lateness p99.5 over moments,
+``health.read_lateness``; the ticks' p99, ``p99``, for comparison). It prints, for each limit tried, the share of truly bad intervals (true error p99 above ``--bad-ms``) that
 would be flagged and the share of accurate ones that would be, and the limits that meet the
 targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the limits speclab ships
 with (``speclab.traffic.health``).
@@ -43,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen_plan import Workload, write_scenario
 from loadgen_runs import MODEL, ServerConfig, TruthServer
-from loadgen_truth import ClientRecord, interval_truth, match
+from loadgen_truth import ClientRecord, Pair, ServerRecord, interval_truth, match, percentile
 
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab, load_lab
@@ -87,10 +88,15 @@ class Interval:
     read_lateness_ms: float
     cpu_percent: float
     flagged: bool  # as speclab's shipped limits judged it
+    send_p99_ms: float = 0.0  # the error's way out: server's kernel receive − client's sent, p99
+    read_p99_ms: float = 0.0  # the rest (way back and late reads): error − way out, p99
+    send_delay_p99_ms: float = 0.0  # the client's own measure of its way out (health.send_delay_p99_ms)
 
 
-async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tuple[list[RequestRecord], list[WorkerHealth]]:
-    """Fire the plan at the truth server, and, with ``lab``, at that lab's simulators from the same worker."""
+async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tuple[list[RequestRecord], list[WorkerHealth], float]:
+    """Fire the plan at the truth server, and, with ``lab``, at that lab's simulators from the same worker.
+
+    Also returns the run clock's origin on the wall clock (the truth server stamps wall time)."""
     plan = build_plan(load_scenario(scenario))
     records: list[RequestRecord] = []
     reports: list[WorkerHealth] = []
@@ -99,11 +105,13 @@ async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tupl
         if lab is not None:
             manager = await stack.enter_async_context(ServerManager(lab, "sim", log_dir=workdir / "servers"))
             targets.update({name: target_for(s, epoch=1) for name, s in (await manager.start()).items()})
-        runner = TrafficRunner(plan, targets, workers=1, run_start=time.monotonic(),
+        run_start = time.monotonic()
+        origin = time.time() - (time.monotonic() - run_start)
+        runner = TrafficRunner(plan, targets, workers=1, run_start=run_start,
                                on_records=records.extend, on_health=reports.append)
         await runner.start()
         await runner.finished
-    return [r for r in records if r.variant == TRUTH], reports
+    return [r for r in records if r.variant == TRUTH], reports, origin
 
 
 def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, workdir: Path, lab: Lab | None,
@@ -116,7 +124,7 @@ def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, work
         noise = multiprocessing.get_context("spawn").Process(target=hog, args=(seed + int(rate), time.monotonic() + duration + 30))
         noise.start()
     try:
-        records, reports = asyncio.run(fire(scenario, server.url, lab, workdir))
+        records, reports, origin = asyncio.run(fire(scenario, server.url, lab, workdir))
     finally:
         if noise is not None:
             noise.terminate()
@@ -124,14 +132,35 @@ def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, work
         truth = server.stop()
     client = [ClientRecord(r.request_id, r.intended, r.sent, r.first_token, r.done, r.ok) for r in records]
     by_interval = {h.interval: h for h in reports}
+    pairs = match(client, truth.records)
+    ways = split_ways(pairs, {r.request_id: r for r in records}, truth.records, origin)
     out = []
-    for row in interval_truth(match(client, truth.records)):
+    for row in interval_truth(pairs):
         h = by_interval.get(row.index)
         if h is None or row.requests < min_requests:
             continue
+        send, read = ways.get(row.index, ([], []))
         out.append(Interval(rate, row.index, row.requests, row.error_p99_ms, h.schedule_lag_p99_ms, h.loop_lag_p99_ms,
-                            h.loop_lag_max_ms, h.read_lateness_ms, h.cpu_percent, h.saturated))
+                            h.loop_lag_max_ms, h.read_lateness_ms, h.cpu_percent, h.saturated,
+                            percentile(send, 99) if send else 0.0, percentile(read, 99) if read else 0.0,
+                            h.send_delay_p99_ms))
     return out
+
+
+def split_ways(pairs: list[Pair], records: dict[str, RequestRecord], server: dict[str, ServerRecord],
+               origin: float) -> dict[int, tuple[list[float], list[float]]]:
+    """Per interval (of the first token), each request's error split into its way out (the truth
+    server's kernel receive time − the client's ``sent``, both on the wall clock) and the rest, in ms."""
+    ways: dict[int, tuple[list[float], list[float]]] = {}
+    for pair in pairs:
+        sent = records[pair.request_id].sent
+        if sent is None:
+            continue
+        out_ms = (server[pair.request_id].rx_kernel - (origin + sent)) * 1000.0
+        send, read = ways.setdefault(int(pair.first_token // 1.0), ([], []))
+        send.append(out_ms)
+        read.append(pair.error * 1000.0 - out_ms)
+    return ways
 
 
 def score(rows: list[Interval], bad_ms: float, flag: Callable[[Interval], bool]) -> tuple[int, int, int, int]:
@@ -140,10 +169,10 @@ def score(rows: list[Interval], bad_ms: float, flag: Callable[[Interval], bool])
     return len(bad), sum(flag(r) for r in bad), len(good), sum(flag(r) for r in good)
 
 
-def limits(schedule_ms: float, loop_ms: float, stat: str = "p99") -> Callable[[Interval], bool]:
+def limits(schedule_ms: float, loop_ms: float, stat: str = "p99", send_ms: float = float("inf")) -> Callable[[Interval], bool]:
     def loop(r: Interval) -> float:
         return {"p99": r.loop_p99_ms, "max": r.loop_max_ms, "late": r.read_lateness_ms}[stat]
-    return lambda r: (r.schedule_p99_ms > schedule_ms or loop(r) > loop_ms
+    return lambda r: (r.schedule_p99_ms > schedule_ms or loop(r) > loop_ms or r.send_delay_p99_ms > send_ms
                       or r.cpu_percent >= health.CPU_LIMIT_PERCENT)
 
 
@@ -185,33 +214,49 @@ def main() -> None:
     print(f"\nneighbour: {noise}; {len(rows)} intervals of >= {args.min_requests} requests; bad = true TTFT error p99 > {args.bad_ms:g} ms "
           f"(targets: >= {TARGET_HIT:.0%} of bad flagged, <= {TARGET_FALSE:.0%} of accurate flagged)")
     print(f"{'rate':>6}{'intervals':>10}{'bad':>6}{'true p99 ms (min-max)':>24}{'loop p99 ms (min-max)':>24}"
-          f"{'sched p99 ms (min-max)':>24}{'read late p99.5 (min-max)':>27}")
+          f"{'sched p99 ms (min-max)':>24}{'read late p99.5 (min-max)':>27}{'way out p99 ms':>16}{'way back p99 ms':>17}")
     for rate in rates:
         mine = [r for r in rows if r.rate == rate]
         if not mine:
             continue
         print(f"{rate:>6g}{len(mine):>10}{sum(r.true_p99_ms > args.bad_ms for r in mine):>6}"
               f"{span(mine, lambda r: r.true_p99_ms):>24}{span(mine, lambda r: r.loop_p99_ms):>24}"
-              f"{span(mine, lambda r: r.schedule_p99_ms):>24}{span(mine, lambda r: r.read_lateness_ms):>27}")
-    print(f"\n{'loop lag limit':>20}{'schedule lag p99 limit':>24}{'bad flagged':>18}{'accurate flagged':>20}  meets")
+              f"{span(mine, lambda r: r.schedule_p99_ms):>24}{span(mine, lambda r: r.read_lateness_ms):>27}"
+              f"{span(mine, lambda r: r.send_p99_ms):>16}{span(mine, lambda r: r.read_p99_ms):>17}")
+    wrong = [r for r in rows if r.flagged != (r.true_p99_ms > args.bad_ms)]
+    if wrong:
+        print("\nintervals the shipped limits judged wrongly (true p99 = way out + way back, each a p99 of its own)")
+        print(f"{'rate':>6}{'interval':>9}{'requests':>9}{'true p99':>9}{'way out':>8}{'way back':>9}{'own out':>8}{'read late':>10}"
+              f"{'loop p99':>9}{'sched p99':>10}{'cpu %':>6}  verdict")
+        for r in wrong:
+            print(f"{r.rate:>6g}{r.index:>9}{r.requests:>9}{r.true_p99_ms:>9.1f}{r.send_p99_ms:>8.1f}{r.read_p99_ms:>9.1f}"
+                  f"{r.send_delay_p99_ms:>8.1f}{r.read_lateness_ms:>10.2f}{r.loop_p99_ms:>9.1f}{r.schedule_p99_ms:>10.1f}{r.cpu_percent:>6.0f}  "
+                  f"{'missed' if not r.flagged else 'false alarm'}")
+    print(f"\n{'send delay p99 limit':>22}{'loop lag limit':>20}{'schedule lag p99 limit':>24}{'bad flagged':>18}"
+          f"{'accurate flagged':>20}  meets")
     best = None
-    for stat, grid in (("p99", (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0)), ("max", (5.0, 10.0, 15.0, 20.0, 30.0)),
-                       ("late", (1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 4.0))):
-        for sched_limit in (2.0, 3.0, 5.0, 8.0):
-            for loop_limit in grid:
-                bad, caught, good, false = score(rows, args.bad_ms, limits(sched_limit, loop_limit, stat))
-                meets = bad > 0 and good > 0 and caught >= TARGET_HIT * bad and false <= TARGET_FALSE * good
-                print(f"{f'{stat} > {loop_limit:g} ms':>20}{sched_limit:>24g}{_pct(caught, bad):>18}"
-                      f"{_pct(false, good):>20}  {'yes' if meets else 'no'}")
-                margin = (caught / bad if bad else 0.0) - (false / good if good else 0.0)
-                if best is None or margin > best[0]:
-                    best = (margin, f"loop lag {stat} > {loop_limit:g} ms", sched_limit)
+    inf = float("inf")
+    grid: list[tuple[float, str, float, float]] = [(inf, "p99", lim, 8.0) for lim in (1.5, 2.0, 2.5, 3.0, 4.0)]
+    grid += [(inf, "late", lim, sched) for sched in (5.0, 8.0) for lim in (1.5, 2.0, 2.5, 3.0, 4.0)]
+    grid += [(send, "late", lim, sched) for sched in (8.0, inf) for send in (3.5, 4.0, 4.5, 5.0, 5.5)
+             for lim in (3.0, 4.0, 5.0, 6.0, inf)]
+    for send_limit, stat, loop_limit, sched_limit in grid:
+        bad, caught, good, false = score(rows, args.bad_ms, limits(sched_limit, loop_limit, stat, send_limit))
+        meets = bad > 0 and good > 0 and caught >= TARGET_HIT * bad and false <= TARGET_FALSE * good
+        print(f"{f'> {send_limit:g} ms' if send_limit < inf else '-':>22}"
+              f"{f'{stat} > {loop_limit:g} ms' if loop_limit < inf else '-':>20}"
+              f"{f'> {sched_limit:g} ms' if sched_limit < inf else '-':>24}{_pct(caught, bad):>18}"
+              f"{_pct(false, good):>20}  {'yes' if meets else 'no'}")
+        margin = (caught / bad if bad else 0.0) - (false / good if good else 0.0)
+        if best is None or margin > best[0]:
+            best = (margin, send_limit, f"loop lag {stat} > {loop_limit:g} ms", sched_limit)
     bad, caught, good, false = score(rows, args.bad_ms, lambda r: r.flagged)
-    print(f"\nspeclab's shipped limits (schedule lag p99 > {health.SCHEDULE_LAG_LIMIT_MS:g} ms, read lateness p99.5 > "
+    print(f"\nspeclab's shipped limits (schedule lag p99 > {health.SCHEDULE_LAG_LIMIT_MS:g} ms, send delay p99 > "
+          f"{health.SEND_DELAY_LIMIT_MS:g} ms, read lateness p99.5 > "
           f"{health.READ_LATENESS_LIMIT_MS:g} ms, CPU >= {health.CPU_LIMIT_PERCENT:g}%): bad flagged {_pct(caught, bad)}, "
           f"accurate flagged {_pct(false, good)}")
     if best is not None:
-        print(f"best separation tried: {best[1]}, schedule lag p99 > {best[2]:g} ms "
+        print(f"best separation tried: send delay p99 > {best[1]:g} ms, {best[2]}, schedule lag p99 > {best[3]:g} ms "
               f"(hit rate minus false-alarm rate {best[0]:.2f})")
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))

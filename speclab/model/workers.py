@@ -28,6 +28,7 @@ class WorkerRow:
     loop_lag_p99_ms: float = 0.0  # the worst interval's event-loop lag p99
     loop_lag_max_ms: float = 0.0
     read_lateness_ms: float = 0.0  # the worst interval's read lateness p99.5 (what the flag judges)
+    send_delay_p99_ms: float = 0.0  # the worst interval's send delay p99 (sent stamp to the request's write)
     cpu_percent_max: float = 0.0
     clock_offset_ms: float = 0.0  # its clock minus the coordinator's, at the last probe
     clock_bound_ms: float = 0.0  # the widest bound on that offset (0: the coordinator's own clock)
@@ -36,6 +37,7 @@ class WorkerRow:
     last_schedule_lag_p99_ms: float | None = None
     last_loop_lag_p99_ms: float | None = None
     last_read_lateness_ms: float | None = None
+    last_send_delay_p99_ms: float | None = None
     last_cpu_percent: float | None = None
     in_flight: int | None = None
     last_flagged: int | None = None  # the latest interval it flagged, and why
@@ -53,6 +55,7 @@ class WorkerRow:
                 "schedule_lag_max_ms": round(self.schedule_lag_max_ms, 3),
                 "loop_lag_p99_ms": round(self.loop_lag_p99_ms, 3), "loop_lag_max_ms": round(self.loop_lag_max_ms, 3),
                 "read_lateness_ms": round(self.read_lateness_ms, 3),
+                "send_delay_p99_ms": round(self.send_delay_p99_ms, 3),
                 "cpu_percent_max": round(self.cpu_percent_max, 1), "clock_offset_ms": round(self.clock_offset_ms, 3),
                 "clock_bound_ms": round(self.clock_bound_ms, 3),
                 "last_flagged_interval": self.last_flagged, "flag_reason": self.flag_reason}
@@ -70,7 +73,7 @@ class WorkerRow:
                    sent=int(num("sent")), finished=int(num("finished")),
                    schedule_lag_p99_ms=num("schedule_lag_p99_ms"), schedule_lag_max_ms=num("schedule_lag_max_ms"),
                    loop_lag_p99_ms=num("loop_lag_p99_ms"), loop_lag_max_ms=num("loop_lag_max_ms"),
-                   read_lateness_ms=num("read_lateness_ms"),
+                   read_lateness_ms=num("read_lateness_ms"), send_delay_p99_ms=num("send_delay_p99_ms"),
                    cpu_percent_max=num("cpu_percent_max"), clock_offset_ms=num("clock_offset_ms"),
                    clock_bound_ms=num("clock_bound_ms"),
                    last_flagged=int(flagged) if isinstance(flagged, int) else None,

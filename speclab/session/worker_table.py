@@ -27,6 +27,7 @@ class _Row:
     loop_lag_p99_ms: float = 0.0
     loop_lag_max_ms: float = 0.0
     read_lateness_ms: float = 0.0
+    send_delay_p99_ms: float = 0.0
     cpu_percent_max: float = 0.0
     clock_offset_ms: float = 0.0
     clock_bound_ms: float = 0.0
@@ -52,6 +53,7 @@ class WorkerTable:
         row.loop_lag_p99_ms = max(row.loop_lag_p99_ms, health.loop_lag_p99_ms)
         row.loop_lag_max_ms = max(row.loop_lag_max_ms, health.loop_lag_max_ms)
         row.read_lateness_ms = max(row.read_lateness_ms, health.read_lateness_ms)
+        row.send_delay_p99_ms = max(row.send_delay_p99_ms, health.send_delay_p99_ms)
         row.cpu_percent_max = max(row.cpu_percent_max, health.cpu_percent)
         row.clock_offset_ms = health.clock_offset_ms
         row.clock_bound_ms = max(row.clock_bound_ms, health.clock_bound_ms)
@@ -79,12 +81,13 @@ def _freeze(worker: int, r: _Row) -> WorkerRow:
         worker=worker, node=r.node, intervals=r.intervals, saturated_intervals=r.saturated, sent=r.sent,
         finished=r.finished, schedule_lag_p99_ms=r.schedule_lag_p99_ms, schedule_lag_max_ms=r.schedule_lag_max_ms,
         loop_lag_p99_ms=r.loop_lag_p99_ms, loop_lag_max_ms=r.loop_lag_max_ms,
-        read_lateness_ms=r.read_lateness_ms, cpu_percent_max=r.cpu_percent_max,
+        read_lateness_ms=r.read_lateness_ms, send_delay_p99_ms=r.send_delay_p99_ms, cpu_percent_max=r.cpu_percent_max,
         clock_offset_ms=r.clock_offset_ms, clock_bound_ms=r.clock_bound_ms,
         last_interval=last.interval if last else None,
         last_schedule_lag_p99_ms=last.schedule_lag_p99_ms if last else None,
         last_loop_lag_p99_ms=last.loop_lag_p99_ms if last else None,
         last_read_lateness_ms=last.read_lateness_ms if last else None,
+        last_send_delay_p99_ms=last.send_delay_p99_ms if last else None,
         last_cpu_percent=last.cpu_percent if last else None,
         in_flight=last.in_flight if last else None,
         last_flagged=r.last_flagged, flag_reason=r.flag_reason,

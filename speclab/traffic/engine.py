@@ -20,7 +20,7 @@ import aiohttp
 
 from speclab.model.records import RequestRecord
 
-from .client import Target, run_request
+from .client import Target, run_request, write_tracer
 from .health import HealthMonitor
 from .schedule import Plan, RateFunction
 from .shipping import HEALTH, ISSUED, PHASE_DONE, RECORDS, Emit
@@ -230,6 +230,10 @@ class TrafficEngine:
         if rec.sent is not None:
             self.monitor.note_schedule_lag(rec.sent - rec.intended)
 
+    def _on_written(self, rec: RequestRecord) -> None:
+        if rec.sent is not None:
+            self.monitor.note_send_delay(self.now() - rec.sent)
+
     def _sink(self, rec: RequestRecord) -> None:
         self._finished += 1
         self._batch.append(rec)
@@ -286,7 +290,7 @@ class TrafficEngine:
         connector = aiohttp.TCPConnector(limit=self._connector_limit, limit_per_host=0, ttl_dns_cache=300)
         monitor = asyncio.ensure_future(self.monitor.run())
         try:
-            async with aiohttp.ClientSession(connector=connector) as session:
+            async with aiohttp.ClientSession(connector=connector, trace_configs=[write_tracer(self._on_written)]) as session:
                 self._session = session
                 await self._origin_set.wait()
                 groups = [[t] for t in self.targets] if self.sequential else [self.targets]

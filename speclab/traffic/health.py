@@ -1,11 +1,14 @@
 """Is the load generator keeping up? Numbers from a saturated client are not the server's.
 
-Each worker watches three things per 1 s interval of the run clock: its schedule lag (sent −
-intended), how late its event loop reads what arrives (a 2 ms ticker: about 500 samples a second of
-how late the loop wakes, weighted by the time each stall lasted, see ``read_lateness``) and its CPU
-share. An interval in which any crosses its limit is reported as saturated, with the reason, so the
-aggregator can flag it in progress lines and reports. The limits are calibrated against a server
-that timestamps its own side of every request (``bench/calibrate_health.py``, docs/benchmarks.md).
+A request's TTFT error is what the client adds on its way out (from the ``sent`` stamp to the
+request's write to the socket) and on its way back (how late its event loop reads the first chunk).
+Each worker measures the first per request (``client.write_tracer``) and estimates the second with a
+2 ms ticker (about 500 samples a second of how late the loop wakes, weighted by the time each stall
+lasted, see ``read_lateness``); it also watches its schedule lag (sent − intended: is the planned
+load being offered?) and its CPU share. An interval in which any crosses its limit is reported as
+saturated, with the reason, so the aggregator can flag it in progress lines and reports. The limits
+are calibrated against a server that timestamps its own side of every request
+(``bench/calibrate_health.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-# Calibrated on a 2-core host against the ground-truth server (bench/calibrate_health.py, 25-500
-# req/s with a core-burning neighbour, docs/benchmarks.md): with a read lateness p99.5 over 2 ms the
-# flag caught 83 of 90 intervals whose true TTFT error p99 was above 5 ms and 10 of 147 accurate
-# ones; the tick p99 of loop lag it replaces (over 2.5 ms) caught 75 and 3.
+# Calibrated on a 2-core host against the ground-truth server (bench/calibrate_health.py, 50-300
+# req/s beside a core-burning process and 7-15 req/s beside the bundled lab's simulators, three
+# runs, docs/benchmarks.md): with the send delay p99 over 4.5 ms or the read lateness p99.5 over
+# 5 ms the flag caught 111 of 116 intervals whose true TTFT error p99 was above 5 ms and 4 of 62
+# accurate ones (schedule lag included); read lateness alone over 2 ms, the limit it replaces,
+# caught 107 and 25.
 SCHEDULE_LAG_LIMIT_MS = 8.0
-READ_LATENESS_LIMIT_MS = 2.0
+SEND_DELAY_LIMIT_MS = 4.5
+READ_LATENESS_LIMIT_MS = 5.0
 READ_LATENESS_QUANTILE = 0.995
 CPU_LIMIT_PERCENT = 90.0
 TICK_S = 0.002
@@ -49,6 +55,7 @@ class WorkerHealth:
     clock_offset_ms: float = 0.0  # its clock minus the coordinator's (cluster workers)
     clock_bound_ms: float = 0.0  # how far that offset may be wrong (0: the same clock)
     read_lateness_ms: float = 0.0  # read_lateness p99.5: how late the loop read what arrived
+    send_delay_p99_ms: float = 0.0  # sent stamp to the body's write, p99 over the requests written
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -84,10 +91,13 @@ def read_lateness(lags: list[float], tick_s: float, q: float = READ_LATENESS_QUA
     return 0.0
 
 
-def judge(schedule_p99_ms: float, read_lateness_ms: float, cpu_percent: float) -> tuple[bool, str]:
+def judge(schedule_p99_ms: float, read_lateness_ms: float, cpu_percent: float,
+          send_delay_p99_ms: float = 0.0) -> tuple[bool, str]:
     reasons = []
     if schedule_p99_ms > SCHEDULE_LAG_LIMIT_MS:
         reasons.append(f"schedule lag p99 {schedule_p99_ms:.1f} ms > {SCHEDULE_LAG_LIMIT_MS:g} ms")
+    if send_delay_p99_ms > SEND_DELAY_LIMIT_MS:
+        reasons.append(f"send delay p99 {send_delay_p99_ms:.1f} ms > {SEND_DELAY_LIMIT_MS:g} ms")
     if read_lateness_ms > READ_LATENESS_LIMIT_MS:
         reasons.append(f"read lateness p99.5 {read_lateness_ms:.2f} ms > {READ_LATENESS_LIMIT_MS:g} ms")
     if cpu_percent >= CPU_LIMIT_PERCENT:
@@ -123,12 +133,16 @@ class HealthMonitor:
         self._cpu_clock = cpu_clock
         self._schedule_lags: list[float] = []
         self._loop_lags: list[float] = []
+        self._send_delays: list[float] = []
         self._interval: int | None = None
         self._cpu_mark = (0.0, 0.0)
         self._base = (0, 0)
 
     def note_schedule_lag(self, lag_s: float) -> None:
         self._schedule_lags.append(lag_s)
+
+    def note_send_delay(self, delay_s: float) -> None:
+        self._send_delays.append(delay_s)
 
     def note_loop_lag(self, lag_s: float) -> None:
         self._loop_lags.append(lag_s)
@@ -163,13 +177,14 @@ class HealthMonitor:
         dwall = wall - self._cpu_mark[0]
         cpu_percent = 100.0 * (cpu - self._cpu_mark[1]) / dwall if dwall > 0 else 0.0
         self._cpu_mark = (wall, cpu)
-        sched, loop = self._schedule_lags, self._loop_lags
-        self._schedule_lags, self._loop_lags = [], []
+        sched, loop, send = self._schedule_lags, self._loop_lags, self._send_delays
+        self._schedule_lags, self._loop_lags, self._send_delays = [], [], []
         sent, finished, in_flight = self._counts()
         s99 = percentile(sched, 99.0) * 1000.0
         l99 = percentile(loop, 99.0) * 1000.0
         lateness = read_lateness(loop, TICK_S) * 1000.0
-        saturated, reason = judge(s99, lateness, cpu_percent)
+        send99 = percentile(send, 99.0) * 1000.0
+        saturated, reason = judge(s99, lateness, cpu_percent, send99)
         health = WorkerHealth(
             worker=self.worker,
             interval=self._interval if self._interval is not None else int(now // self.interval_s),
@@ -185,6 +200,7 @@ class HealthMonitor:
             saturated=saturated,
             reason=reason,
             read_lateness_ms=lateness,
+            send_delay_p99_ms=send99,
         )
         self._base = (sent, finished)
         self._emit(health)

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from speclab.model.records import RequestRecord
-from speclab.traffic.client import Target, build_body, estimate_spec, run_request
+from speclab.traffic.client import Target, build_body, estimate_spec, run_request, write_tracer
 from speclab.traffic.schedule import PlannedRequest
 
 from .fake_server import BAD_LINES, FakeServer
@@ -46,6 +46,22 @@ async def _fire(
         )
     assert len(out) == 1
     return out[0]
+
+
+async def test_the_write_tracer_sees_each_request_once_as_its_body_goes_out(fake_server: FakeServer) -> None:
+    written: list[tuple[RequestRecord, float]] = []
+    out: list[RequestRecord] = []
+    start = time.monotonic()
+    target = Target("spec", fake_server.base_url, "ok:n=3:per=1:ttft=0.01:itl=0.001")
+    tracer = write_tracer(lambda rec: written.append((rec, time.monotonic() - start)))
+    async with aiohttp.ClientSession(trace_configs=[tracer]) as session:
+        for _ in range(2):  # a fresh connection, then a pooled one
+            await run_request(session, target, _req(), 0.0, out.append, run_start=start,
+                              timeout=aiohttp.ClientTimeout(total=10, sock_read=5))
+    assert [rec for rec, _ in written] == out and all(r.ok for r in out)
+    for rec, t in written:
+        assert rec.sent is not None and rec.first_token is not None
+        assert rec.sent <= t <= rec.first_token  # after the sent stamp, before anything came back
 
 
 def test_body_asks_for_usage_token_ids_seed_and_structured_output() -> None:

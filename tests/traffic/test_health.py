@@ -36,6 +36,22 @@ def test_each_interval_is_reported_once_with_its_own_lags() -> None:
     assert not reports[1].saturated and reports[1].schedule_lag_p99_ms == 0.0
 
 
+def test_send_delays_are_reported_per_interval_as_their_p99() -> None:
+    clocks, reports = Clocks(), []
+    monitor = _monitor(clocks, reports)
+    clocks.wall = 100.2
+    monitor.check(0.2)
+    for i in range(100):
+        monitor.note_send_delay(0.0001 * (i + 1))  # 0.1 .. 10 ms
+    clocks.wall = 101.05
+    monitor.check(1.05)
+    clocks.wall = 102.01
+    monitor.check(2.01)
+    assert reports[0].send_delay_p99_ms == pytest.approx(9.9)
+    assert reports[0].saturated and reports[0].reason.startswith("send delay p99 9.9 ms")
+    assert reports[1].send_delay_p99_ms == 0.0 and not reports[1].saturated  # nothing written in it
+
+
 def test_a_loop_blocked_across_intervals_flags_every_interval_it_swallowed() -> None:
     clocks, reports = Clocks(), []
     monitor = _monitor(clocks, reports)
@@ -53,9 +69,12 @@ def test_judge_and_percentile() -> None:
     assert percentile([], 99.0) == 0.0
     assert percentile([3.0, 1.0, 2.0], 50.0) == 2.0
     assert judge(1.0, 1.0, 10.0) == (False, "")
-    assert judge(6.0, 1.5, 50.0) == (False, "")  # within the calibrated limits
-    saturated, reason = judge(9.0, 3.0, 95.0)
-    assert saturated and reason.count(";") == 2 and "read lateness p99.5 3.00 ms" in reason
+    assert judge(6.0, 4.5, 50.0, 4.0) == (False, "")  # within the calibrated limits
+    saturated, reason = judge(9.0, 6.0, 95.0, 5.0)
+    assert saturated and reason.count(";") == 3
+    assert "read lateness p99.5 6.00 ms" in reason and "send delay p99 5.0 ms > 4.5 ms" in reason
+    saturated, reason = judge(1.0, 1.0, 10.0, 7.5)  # a loop that wakes on time but writes late
+    assert saturated and reason == "send delay p99 7.5 ms > 4.5 ms"
 
 
 def test_read_lateness_weights_a_stall_by_how_long_it_lasted() -> None:

@@ -62,10 +62,12 @@ async def test_cluster_workers_show_nodes_clock_bounds_and_why_each_was_flagged(
         text = _plain(panel)
         assert "10.0.0.11/4f1c9a2e" in text and "+0.41 ±0.183" in text and "±9.600" in text
         assert "worker 1 on 10.0.0.12/b83d07c1, interval 5: schedule lag p99 11.7 ms > 8 ms" in text
+        assert "1.90/6.30" in text  # worker 1's send delay p99, latest / worst
         assert "worker 2 on 10.0.0.12/b83d07c1, interval 3: clock offset bound ±9.6 ms > 8 ms" in text
         assert "2 of 12" in text and "1 of 12" in text
-        # Past a limit is red: worker 1's worst schedule lag and CPU, worker 2's clock bound; worker 0 nothing.
-        for worker, cells in ((1, (3, 5)), (2, (6,))):
+        # Past a limit is red: worker 1's worst schedule lag, send delay and CPU, worker 2's clock bound;
+        # worker 0 nothing.
+        for worker, cells in ((1, (3, 4, 6)), (2, (7,))):
             for c in cells:
                 cell = worker_cells(panel.rows[worker])[c]
                 assert any(span.style == OVER for span in cell.spans), (worker, c, cell)

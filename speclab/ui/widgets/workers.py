@@ -1,8 +1,8 @@
 """The traffic workers panel: where each worker runs and whether it keeps the schedule.
 
 The status line folds the workers into the worst of them; this names the one that fell behind,
-and its node: its latest interval beside its worst one (schedule lag, read lateness, CPU), its
-clock offset and the bound on it (a cluster worker), and the intervals it flagged. The rows are
+and its node: its latest interval beside its worst one (schedule lag, send delay, read lateness,
+CPU), its clock offset and the bound on it (a cluster worker), and the intervals it flagged. The rows are
 the snapshot's ``workers``, the same rows ``measurement.workers`` is written from. A rich table,
 not a DataTable: nothing here is selected, and rich fits the columns to 80 or 120 cells.
 """
@@ -18,16 +18,23 @@ from textual.widget import Widget
 
 from speclab.model.workers import WorkerRow
 from speclab.traffic.cluster.clock import CLOCK_BOUND_LIMIT_MS
-from speclab.traffic.health import CPU_LIMIT_PERCENT, READ_LATENESS_LIMIT_MS, SCHEDULE_LAG_LIMIT_MS
+from speclab.traffic.health import (
+    CPU_LIMIT_PERCENT,
+    READ_LATENESS_LIMIT_MS,
+    SCHEDULE_LAG_LIMIT_MS,
+    SEND_DELAY_LIMIT_MS,
+)
 from speclab.ui import fmt
 
 OVER = "bold red"
 # (header, justify); the caption under the table says what the pairs are.
-COLUMNS = (("#", "right"), ("node", "left"), ("sent", "right"), ("sched p99", "right"), ("late p99.5", "right"),
+COLUMNS = (("#", "right"), ("node", "left"), ("sent", "right"), ("sched p99", "right"), ("send p99", "right"),
+           ("late p99.5", "right"),
            ("CPU %", "right"), ("clock", "right"), ("flagged", "right"))
-CAPTION = ("sched p99: schedule lag p99, late p99.5: how late the event loop read what arrived, ms, latest "
+CAPTION = ("sched p99: schedule lag p99, send p99: sent stamp to the request's write, p99, late p99.5: how "
+           "late the event loop read what arrived, ms, latest "
            "interval / worst; CPU %: latest / worst; "
-           "clock: offset from this host's clock ± its bound, ms")
+           "clock: offset from this host's clock ± its bound, ms (same: a local worker)")
 
 
 def _value(value: float | None, limit: float, *, digits: int = 2, at_limit: bool = False) -> Text:
@@ -50,7 +57,7 @@ def _offset(ms: float) -> str:
 
 def _clock(row: WorkerRow) -> Text:
     if row.local:
-        return Text("this host", style="dim")
+        return Text("same", style="dim")  # a local worker reads this host's clock
     return Text.assemble(f"{_offset(row.clock_offset_ms)} ±", _value(row.clock_bound_ms, CLOCK_BOUND_LIMIT_MS, digits=3))
 
 
@@ -58,6 +65,7 @@ def worker_cells(row: WorkerRow) -> tuple[Text, ...]:
     flagged = Text(f"{row.saturated_intervals} of {row.intervals}", style=OVER if row.saturated_intervals else "")
     return (Text(str(row.worker)), Text(row.node), Text(f"{row.sent:,}"),
             _pair(row.last_schedule_lag_p99_ms, row.schedule_lag_p99_ms, SCHEDULE_LAG_LIMIT_MS),
+            _pair(row.last_send_delay_p99_ms, row.send_delay_p99_ms, SEND_DELAY_LIMIT_MS),
             _pair(row.last_read_lateness_ms, row.read_lateness_ms, READ_LATENESS_LIMIT_MS),
             _pair(row.last_cpu_percent, row.cpu_percent_max, CPU_LIMIT_PERCENT, digits=0, at_limit=True),
             _clock(row), flagged)
@@ -77,7 +85,7 @@ def worker_notes(rows: tuple[WorkerRow, ...], *, replay: bool) -> Text:
             out.append(f"worker {row.worker} " + ("(this host)" if row.local else f"on {row.node}"), style="bold")
             out.append(f", interval {row.last_flagged}: {row.flag_reason}\n", style="red")
     out.append(f"An interval is flagged when a worker's schedule lag p99 passes {SCHEDULE_LAG_LIMIT_MS:g} ms, its "
-               f"read lateness p99.5 {READ_LATENESS_LIMIT_MS:g} ms, its CPU {CPU_LIMIT_PERCENT:g}% of a core, or its clock "
+               f"send delay p99 {SEND_DELAY_LIMIT_MS:g} ms, its read lateness p99.5 {READ_LATENESS_LIMIT_MS:g} ms, its CPU {CPU_LIMIT_PERCENT:g}% of a core, or its clock "
                f"bound {CLOCK_BOUND_LIMIT_MS:g} ms; that interval's numbers describe the client, not the server.",
                style="dim")
     if any(not r.local for r in rows):
