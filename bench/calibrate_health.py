@@ -10,7 +10,8 @@ p99 is known. A background process that switches between burning a core and slee
 spans, makes some intervals bad and leaves others clean, as a shared host does. With ``--neighbour
 LAB`` the neighbours are instead LAB's simulators, launched as speclab launches them and fired the
 same plan from the same worker, as ``speclab run --lab LAB`` does; only the truth server's requests
-are judged.
+are judged. With ``--real LAB`` it runs ``speclab run SCENARIO --lab LAB`` itself, the truth server
+attached beside LAB's servers, so the parent, the scenario and the flag are the real ones.
 
 Each interval's true error is also split into its way out (the server's kernel receive time − the
 client's ``sent``) and the rest, beside the worker's own measure of its way out (send delay p99,
@@ -22,6 +23,7 @@ with (``speclab.traffic.health``).
 
     .venv/bin/python bench/calibrate_health.py [--rates 50,100,200,300,400,500] [--duration 12] [--bad-ms 5]
     .venv/bin/python bench/calibrate_health.py --neighbour default --rates 7,15 --duration 25 --min-requests 5
+    .venv/bin/python bench/calibrate_health.py --real default --duration 25 --min-requests 5 [--repeat 3]
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import contextlib
 import json
 import multiprocessing
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,8 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen_plan import Workload, write_scenario
-from loadgen_runs import MODEL, ServerConfig, TruthServer
-from loadgen_truth import ClientRecord, Pair, ServerRecord, interval_truth, match, percentile
+from loadgen_runs import MODEL, ServerConfig, TruthServer, read_recording, speclab_argv
+from loadgen_truth import (
+    ClientRecord,
+    FlagScore,
+    Pair,
+    ServerRecord,
+    interval_truth,
+    match,
+    percentile,
+    score_flag,
+)
 
 from speclab.model.errors import InputError
 from speclab.model.lab import Lab, load_lab
@@ -163,6 +175,35 @@ def split_ways(pairs: list[Pair], records: dict[str, RequestRecord], server: dic
     return ways
 
 
+def run_real(lab: str, scenario: Path, duration: float, config: ServerConfig, workdir: Path, min_requests: int,
+             bad_ms: float, repeat: int) -> FlagScore:
+    """``speclab run SCENARIO --lab LAB --attach bench=URL`` itself: the real parent (recording, scrapes,
+    progress lines) and the real scenario, fired at LAB's simulators and the truth server alike; the
+    intervals its recording flagged are scored against the truth server's requests."""
+    run_dir = workdir / f"real-{repeat}"
+    run_dir.mkdir()
+    server = TruthServer(config, run_dir / "server.json", run_dir / "server.log")
+    try:
+        argv = speclab_argv(scenario, server.url, 1, run_dir / "recording", run_dir / "report.md")
+        argv[argv.index("--workers"):argv.index("--workers") + 2] = ["--lab", lab, "--duration", f"{duration:g}"]
+        done = subprocess.run(argv, capture_output=True, text=True)
+    finally:
+        truth = server.stop()
+    verdict = ([line for line in (done.stdout + done.stderr).splitlines() if line.startswith("exit ")] or ["no verdict line"])[-1]
+    records, flagged = read_recording(run_dir / "recording", TRUTH)
+    rows = interval_truth(match(records, truth.records))
+    result = score_flag(rows, flagged, bad_ms, min_requests=min_requests)
+    print(f"\nrun {repeat}: `speclab run {scenario} --lab {lab} --attach {TRUTH}=URL --duration {duration:g}`: "
+          f"{verdict}; {len(flagged)} intervals flagged")
+    print(f"{'interval':>9}{'requests':>9}{'true p99 ms':>12}  flagged")
+    for row in rows:
+        judged = "" if row.requests >= min_requests else "  (too few requests to judge)"
+        print(f"{row.index:>9}{row.requests:>9}{row.error_p99_ms:>12.1f}  {'yes' if row.index in flagged else '-'}{judged}")
+    print(f"bad (true p99 > {bad_ms:g} ms) flagged {_pct(result.caught, result.bad)}, "
+          f"accurate flagged {_pct(result.false_alarms, result.good)}")
+    return result
+
+
 def score(rows: list[Interval], bad_ms: float, flag: Callable[[Interval], bool]) -> tuple[int, int, int, int]:
     bad = [r for r in rows if r.true_p99_ms > bad_ms]
     good = [r for r in rows if r.true_p99_ms <= bad_ms]
@@ -187,7 +228,7 @@ def _pct(n: int, d: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rates", default="50,100,200,300,400,500")
+    parser.add_argument("--rates", default=None, help="req/s per target, comma-separated (default 50,100,200,300,400,500)")
     parser.add_argument("--duration", type=float, default=12.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bad-ms", type=float, default=5.0, help="an interval is bad above this true error p99")
@@ -196,12 +237,31 @@ def main() -> None:
                         help="instead of the core-burning process, launch LAB's simulators and fire the same plan at "
                              "them from the same worker, as `speclab run --lab LAB` does (e.g. default)")
     parser.add_argument("--min-requests", type=int, default=10, help="judge only intervals with this many requests")
+    parser.add_argument("--real", metavar="LAB", default=None,
+                        help="run `speclab run SCENARIO --lab LAB` itself with the truth server attached beside LAB's "
+                             "servers, and score the intervals its recording flagged (--rates does not apply)")
+    parser.add_argument("--scenario", type=Path, default=Path("scenarios/mixed.toml"), help="with --real")
+    parser.add_argument("--repeat", type=int, default=1, help="with --real: how many runs")
     args = parser.parse_args()
+    if args.real is not None:
+        if args.neighbour is not None or args.rates is not None:
+            parser.error("--real takes its rates from SCENARIO and brings its lab's simulators: no --rates or --neighbour")
+        try:
+            load_lab(args.real)
+        except InputError as error:
+            parser.error(f"--real: {error}")
+        with tempfile.TemporaryDirectory(prefix="calibrate-health-") as tmp:
+            scores = [run_real(args.real, args.scenario, args.duration, ServerConfig(50.0, 10.0, 64), Path(tmp),
+                               args.min_requests, args.bad_ms, repeat) for repeat in range(args.repeat)]
+        print(f"\nall {len(scores)} runs: bad flagged {_pct(sum(x.caught for x in scores), sum(x.bad for x in scores))}, "
+              f"accurate flagged {_pct(sum(x.false_alarms for x in scores), sum(x.good for x in scores))} "
+              f"(targets: >= {TARGET_HIT:.0%} and <= {TARGET_FALSE:.0%})")
+        return
     try:
         lab = load_lab(args.neighbour) if args.neighbour else None
     except InputError as error:
         parser.error(f"--neighbour: {error}")
-    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    rates = [float(r) for r in (args.rates or "50,100,200,300,400,500").split(",") if r.strip()]
     config = ServerConfig(50.0, 10.0, 64)
     rows: list[Interval] = []
     with tempfile.TemporaryDirectory(prefix="calibrate-health-") as tmp:

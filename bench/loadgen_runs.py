@@ -96,11 +96,14 @@ def speclab_argv(scenario: Path, url: str, workers: int, record: Path, report: P
             "--record", str(record), "--report", str(report), "--force"]
 
 
-def read_recording(record: Path) -> tuple[list[ClientRecord], set[int]]:
+def read_recording(record: Path, variant: str | None = None) -> tuple[list[ClientRecord], set[int]]:
+    """The recording's records (of ``variant`` only, when given) and the intervals it flagged saturated."""
     records = []
     with open(record / "requests.jsonl", encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
+            if variant is not None and r.get("variant") != variant:
+                continue
             records.append(ClientRecord(r["request_id"], r["intended"], r.get("sent"), r.get("first_token"),
                                         r.get("done"), r.get("error_kind") is None and r.get("done") is not None))
     flagged: set[int] = set()
