@@ -233,6 +233,10 @@ def _health(snap: Snapshot) -> Iterator[Metric]:
          h.schedule_lag_p99_ms / 1000.0),
         ("client_loop_lag_max_seconds", "The load generator's worst event-loop lag in its last report.",
          h.loop_lag_max_ms / 1000.0),
+        ("client_send_delay_p99_seconds", "The load generator's send delay p99 (sent stamp to the request's "
+         "write) in its last report.", h.send_delay_p99_ms / 1000.0),
+        ("client_read_lateness_seconds", "The load generator's read lateness p99.5 in its last report.",
+         h.read_lateness_ms / 1000.0),
         ("client_cpu_ratio", "The busiest traffic worker's CPU use, 1 = one core.", h.cpu_percent / 100.0),
         ("client_in_flight_requests", "Requests in flight at the workers' last report.", float(h.in_flight)),
         ("client_saturated", "1 while the load generator cannot keep up (its numbers describe itself).",

@@ -26,6 +26,8 @@ class SaturationBook:
             loop_lag_max_ms=max(run.loop_lag_max_ms, health.loop_lag_max_ms),
             cpu_percent=max(run.cpu_percent, health.cpu_percent),
             in_flight=max(run.in_flight, health.in_flight),
+            send_delay_p99_ms=max(run.send_delay_p99_ms, health.send_delay_p99_ms),
+            read_lateness_ms=max(run.read_lateness_ms, health.read_lateness_ms),
             saturated=run.saturated or health.saturated,
             reason=run.reason or health.reason,
         )

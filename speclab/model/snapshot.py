@@ -179,6 +179,8 @@ class ClientHealth:
     loop_lag_max_ms: float = 0.0
     cpu_percent: float = 0.0
     in_flight: int = 0
+    send_delay_p99_ms: float = 0.0  # sent stamp to the request's write (the error's way out)
+    read_lateness_ms: float = 0.0  # read lateness p99.5 (the error's way back)
     saturated: bool = False
     reason: str = ""
     nodes: int = 0  # cluster nodes the reporting workers ran on (0: local workers)

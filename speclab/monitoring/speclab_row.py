@@ -62,9 +62,12 @@ def speclab_row() -> Row:
               (Target(_ratio(_rate("structured_output_failures_total", by_class),
                              _rate("structured_output_requests_total", by_class)), CLASS_LEGEND),),
               unit="percentunit", max=1),
-        Panel("Load generator health", "Schedule-lag p99 and whether the client kept up: a saturated client's "
-              "numbers describe the client.",
+        Panel("Load generator health", "Schedule-lag p99, the client's own error on the way out (send delay "
+              "p99) and back (read lateness p99.5), and whether it kept up: a saturated client's numbers describe "
+              "the client.",
               (Target("speclab_client_schedule_lag_p99_seconds", "{{instance}} schedule lag p99"),
+               Target("speclab_client_send_delay_p99_seconds", "{{instance}} send delay p99"),
+               Target("speclab_client_read_lateness_seconds", "{{instance}} read lateness p99.5"),
                Target("speclab_client_saturated", "{{instance}} saturated")), unit="s"),
     ))
 

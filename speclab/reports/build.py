@@ -213,6 +213,8 @@ def build_report(
                 "schedule_lag_p99_ms": final.run_health.schedule_lag_p99_ms,
                 "loop_lag_max_ms": final.run_health.loop_lag_max_ms,
                 "cpu_percent": final.run_health.cpu_percent,
+                "send_delay_p99_ms": final.run_health.send_delay_p99_ms,
+                "read_lateness_ms": final.run_health.read_lateness_ms,
             },
             **({"workers": workers} if workers is not None else {}),  # each traffic worker and its node
         },

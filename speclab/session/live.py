@@ -229,6 +229,8 @@ class LiveSession:
             loop_lag_max_ms=max(h.loop_lag_max_ms for h in reports),
             cpu_percent=max(h.cpu_percent for h in reports),
             in_flight=sum(h.in_flight for h in reports),
+            send_delay_p99_ms=max(h.send_delay_p99_ms for h in reports),
+            read_lateness_ms=max(h.read_lateness_ms for h in reports),
             saturated=bool(saturated),
             reason="; ".join(f"worker {h.worker} on {h.node}: {h.reason}" if h.node else h.reason for h in saturated),
             nodes=len({h.node for h in reports if h.node}),

@@ -341,9 +341,12 @@ def test_saturation_flags_the_intervals_where_the_affected_requests_finished_wha
 
 def test_the_run_health_is_the_worst_interval_not_the_last() -> None:
     agg = Aggregator(V, C)
-    agg.set_health(ClientHealth(schedule_lag_p99_ms=9.0, loop_lag_max_ms=1.0, cpu_percent=80.0), interval=2)
-    agg.set_health(ClientHealth(schedule_lag_p99_ms=1.0, loop_lag_max_ms=3.0, cpu_percent=10.0), interval=3)
+    agg.set_health(ClientHealth(schedule_lag_p99_ms=9.0, loop_lag_max_ms=1.0, cpu_percent=80.0,
+                                send_delay_p99_ms=2.0, read_lateness_ms=6.0), interval=2)
+    agg.set_health(ClientHealth(schedule_lag_p99_ms=1.0, loop_lag_max_ms=3.0, cpu_percent=10.0,
+                                send_delay_p99_ms=7.5, read_lateness_ms=1.0), interval=3)
     snap = agg.snapshot(4.0)
     assert snap.health.schedule_lag_p99_ms == 1.0
     run = snap.run_health
     assert (run.schedule_lag_p99_ms, run.loop_lag_max_ms, run.cpu_percent) == (9.0, 3.0, 80.0)
+    assert (run.send_delay_p99_ms, run.read_lateness_ms) == (7.5, 6.0)

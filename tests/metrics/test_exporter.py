@@ -22,7 +22,7 @@ from speclab.metrics.exporter import SpeclabCollector
 from speclab.metrics.exporter_http import serve_metrics
 from speclab.model.errors import InputError
 from speclab.model.names import LATENCY_BUCKETS_S, Metric
-from speclab.model.snapshot import ClassStats, Snapshot
+from speclab.model.snapshot import ClassStats, ClientHealth, Snapshot
 
 from .test_epochs import ANSWERED, K4, aggregate, record, traffic
 
@@ -220,3 +220,13 @@ def test_sweep_cells_keep_their_counts_and_each_cell_marks_its_config() -> None:
     collector.update(_cell("k2", 2, 6, finished=True))
     collector.end()
     assert _one(_collected(collector), "speclab_run_finished") == 1
+
+
+def test_the_client_health_gauges_carry_the_flags_inputs_in_seconds() -> None:
+    health = ClientHealth(schedule_lag_p99_ms=3.0, send_delay_p99_ms=6.5, read_lateness_ms=2.25, cpu_percent=40.0,
+                          saturated=True)
+    samples = _samples(Snapshot(t=2.0, interval=1, health=health))
+    assert _one(samples, "speclab_client_send_delay_p99_seconds") == pytest.approx(0.0065)
+    assert _one(samples, "speclab_client_read_lateness_seconds") == pytest.approx(0.00225)
+    assert _one(samples, "speclab_client_schedule_lag_p99_seconds") == pytest.approx(0.003)
+    assert _one(samples, "speclab_client_saturated") == 1.0

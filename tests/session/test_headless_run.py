@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from speclab.model.exit_codes import ExitCode
 
 from ..outcome import assert_measured
@@ -46,6 +48,10 @@ def test_smoke_run_reports_acceptance_that_reconciles_with_records_and_server(wo
     assert checks["drafts"]["client"] == checks["drafts"]["server"] > 0
     assert report["variants"]["baseline"]["epochs"][0]["classes"]["all"]["acceptance"]["steps"] == 0
     assert {row["variant"] for row in report["memory"]} == {"baseline", "k2"}
+    client = report["measurement"]["client"]  # the worst interval of the flag's inputs, measured
+    assert client["send_delay_p99_ms"] > 0.0 and client["read_lateness_ms"] > 0.0
+    worst = max(w["send_delay_p99_ms"] for w in report["measurement"]["workers"])
+    assert worst == pytest.approx(client["send_delay_p99_ms"], abs=1e-3)
 
 
 def test_server_queue_grows_past_max_num_seqs_while_decode_does_not(workdir: Path) -> None:
