@@ -190,6 +190,9 @@ def run_real(lab: str, scenario: Path, duration: float, config: ServerConfig, wo
     finally:
         truth = server.stop()
     verdict = ([line for line in (done.stdout + done.stderr).splitlines() if line.startswith("exit ")] or ["no verdict line"])[-1]
+    if not (run_dir / "recording" / "requests.jsonl").exists():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"run {repeat}: speclab run left no recording (exit {done.returncode}): {last}")
     records, flagged = read_recording(run_dir / "recording", TRUTH)
     rows = interval_truth(match(records, truth.records))
     result = score_flag(rows, flagged, bad_ms, min_requests=min_requests)
