@@ -10,8 +10,9 @@ p99 is known. A background process that switches between burning a core and slee
 spans, makes some intervals bad and leaves others clean, as a shared host does. With ``--neighbour
 LAB`` the neighbours are instead LAB's simulators, launched as speclab launches them and fired the
 same plan from the same worker, as ``speclab run --lab LAB`` does; only the truth server's requests
-are judged. With ``--real LAB`` it runs ``speclab run SCENARIO --lab LAB`` itself, the truth server
-attached beside LAB's servers, so the parent, the scenario and the flag are the real ones.
+are judged. ``--neighbour none`` runs the client alone with the truth server. With ``--real LAB``
+it runs ``speclab run SCENARIO --lab LAB`` itself, the truth server attached beside LAB's servers,
+so the parent, the scenario and the flag are the real ones.
 
 Each interval's true error is also split into its way out (the server's kernel receive time − the
 client's ``sent``) and the rest, beside the worker's own measure of its way out (send delay p99,
@@ -127,12 +128,12 @@ async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tupl
 
 
 def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, workdir: Path, lab: Lab | None,
-             min_requests: int) -> list[Interval]:
+             min_requests: int, hog_too: bool = True) -> list[Interval]:
     work = Workload(rate, duration, seed)
     scenario = write_scenario(workdir / f"cal-r{rate:g}.toml", f"cal-r{rate:g}", work)
     server = TruthServer(config, workdir / f"server-r{rate:g}.json", workdir / f"server-r{rate:g}.log")
     noise = None
-    if lab is None:
+    if lab is None and hog_too:
         noise = multiprocessing.get_context("spawn").Process(target=hog, args=(seed + int(rate), time.monotonic() + duration + 30))
         noise.start()
     try:
@@ -238,7 +239,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--neighbour", metavar="LAB", default=None,
                         help="instead of the core-burning process, launch LAB's simulators and fire the same plan at "
-                             "them from the same worker, as `speclab run --lab LAB` does (e.g. default)")
+                             "them from the same worker, as `speclab run --lab LAB` does (e.g. default); `none`: "
+                             "no neighbour, the client alone with the truth server")
     parser.add_argument("--min-requests", type=int, default=10, help="judge only intervals with this many requests")
     parser.add_argument("--real", metavar="LAB", default=None,
                         help="run `speclab run SCENARIO --lab LAB` itself with the truth server attached beside LAB's "
@@ -261,7 +263,7 @@ def main() -> None:
               f"(targets: >= {TARGET_HIT:.0%} and <= {TARGET_FALSE:.0%})")
         return
     try:
-        lab = load_lab(args.neighbour) if args.neighbour else None
+        lab = load_lab(args.neighbour) if args.neighbour and args.neighbour != "none" else None
     except InputError as error:
         parser.error(f"--neighbour: {error}")
     rates = [float(r) for r in (args.rates or "50,100,200,300,400,500").split(",") if r.strip()]
@@ -269,11 +271,13 @@ def main() -> None:
     rows: list[Interval] = []
     with tempfile.TemporaryDirectory(prefix="calibrate-health-") as tmp:
         for rate in rates:
-            got = run_rate(rate, args.duration, args.seed, config, Path(tmp), lab, args.min_requests)
+            got = run_rate(rate, args.duration, args.seed, config, Path(tmp), lab, args.min_requests,
+                           hog_too=args.neighbour != "none")
             rows.extend(got)
             bad = sum(r.true_p99_ms > args.bad_ms for r in got)
             print(f"  {rate:g}/s: {len(got)} intervals judged, {bad} truly bad", file=sys.stderr, flush=True)
-    noise = f"{lab.name} lab's {len(lab.variant_names)} simulators" if lab else "a core-burning process"
+    noise = (f"{lab.name} lab's {len(lab.variant_names)} simulators" if lab else
+             "none (the host's own load only)" if args.neighbour == "none" else "a core-burning process")
     print(f"\nneighbour: {noise}; {len(rows)} intervals of >= {args.min_requests} requests; bad = true TTFT error p99 > {args.bad_ms:g} ms "
           f"(targets: >= {TARGET_HIT:.0%} of bad flagged, <= {TARGET_FALSE:.0%} of accurate flagged)")
     print(f"{'rate':>6}{'intervals':>10}{'bad':>6}{'true p99 ms (min-max)':>24}{'loop p99 ms (min-max)':>24}"
