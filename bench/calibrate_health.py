@@ -17,9 +17,9 @@ so the parent, the scenario and the flag are the real ones.
 Each interval's true error is also split into its way out (the server's kernel receive time − the
 client's ``sent``) and the rest, beside the worker's own measure of its way out (send delay p99,
 stamped as aiohttp writes each request) and of its way back (read lateness p99.5 over moments,
-``health.read_lateness``; the ticks' p99, ``p99``, for comparison). It prints, for each limit tried, the share of truly bad intervals (true error p99 above ``--bad-ms``) that
-would be flagged and the share of accurate ones that would be, and the limits that meet the
-targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the limits speclab ships
+``health.read_lateness``; the ticks' p99, ``p99``, for comparison). It prints, for each limit
+tried, the share of truly bad intervals (true error p99 above ``--bad-ms``) that would be flagged
+and the share of accurate ones that would be, and the limits that meet the targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the limits speclab ships
 with (``speclab.traffic.health``).
 
     .venv/bin/python bench/calibrate_health.py [--rates 50,100,200,300,400,500] [--duration 12] [--bad-ms 5]
@@ -216,7 +216,7 @@ def score(rows: list[Interval], bad_ms: float, flag: Callable[[Interval], bool])
 
 def limits(schedule_ms: float, loop_ms: float, stat: str = "p99", send_ms: float = float("inf")) -> Callable[[Interval], bool]:
     def loop(r: Interval) -> float:
-        return {"p99": r.loop_p99_ms, "max": r.loop_max_ms, "late": r.read_lateness_ms}[stat]
+        return {"p99": r.loop_p99_ms, "late": r.read_lateness_ms}[stat]
     return lambda r: (r.schedule_p99_ms > schedule_ms or loop(r) > loop_ms or r.send_delay_p99_ms > send_ms
                       or r.cpu_percent >= health.CPU_LIMIT_PERCENT)
 
@@ -244,10 +244,12 @@ def main() -> None:
     parser.add_argument("--min-requests", type=int, default=10, help="judge only intervals with this many requests")
     parser.add_argument("--real", metavar="LAB", default=None,
                         help="run `speclab run SCENARIO --lab LAB` itself with the truth server attached beside LAB's "
-                             "servers, and score the intervals its recording flagged (--rates does not apply)")
-    parser.add_argument("--scenario", type=Path, default=Path("scenarios/mixed.toml"), help="with --real")
-    parser.add_argument("--repeat", type=int, default=1, help="with --real: how many runs")
+                             "servers, and score the intervals its recording flagged (not with --rates or --neighbour)")
+    parser.add_argument("--scenario", type=Path, default=None, help="with --real (default scenarios/mixed.toml)")
+    parser.add_argument("--repeat", type=int, default=None, help="with --real: how many runs (default 1)")
     args = parser.parse_args()
+    if args.real is None and (args.scenario is not None or args.repeat is not None):
+        parser.error("--scenario and --repeat belong to --real")
     if args.real is not None:
         if args.neighbour is not None or args.rates is not None:
             parser.error("--real takes its rates from SCENARIO and brings its lab's simulators: no --rates or --neighbour")
@@ -256,8 +258,9 @@ def main() -> None:
         except InputError as error:
             parser.error(f"--real: {error}")
         with tempfile.TemporaryDirectory(prefix="calibrate-health-") as tmp:
-            scores = [run_real(args.real, args.scenario, args.duration, ServerConfig(50.0, 10.0, 64), Path(tmp),
-                               args.min_requests, args.bad_ms, repeat) for repeat in range(args.repeat)]
+            scenario = args.scenario or Path("scenarios/mixed.toml")
+            scores = [run_real(args.real, scenario, args.duration, ServerConfig(50.0, 10.0, 64), Path(tmp),
+                               args.min_requests, args.bad_ms, repeat) for repeat in range(args.repeat or 1)]
         print(f"\nall {len(scores)} runs: bad flagged {_pct(sum(x.caught for x in scores), sum(x.bad for x in scores))}, "
               f"accurate flagged {_pct(sum(x.false_alarms for x in scores), sum(x.good for x in scores))} "
               f"(targets: >= {TARGET_HIT:.0%} and <= {TARGET_FALSE:.0%})")
