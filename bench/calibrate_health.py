@@ -326,7 +326,9 @@ def main() -> None:
           f"{health.READ_LATENESS_LIMIT_MS:g} ms, CPU >= {health.CPU_LIMIT_PERCENT:g}%): bad flagged {_pct(caught, bad)}, "
           f"accurate flagged {_pct(false, good)}")
     if best is not None:
-        print(f"best separation tried: send delay p99 > {best[1]:g} ms, {best[2]}, schedule lag p99 > {best[3]:g} ms "
+        send = f"send delay p99 > {best[1]:g} ms" if best[1] < inf else "no send delay limit"
+        sched = f"schedule lag p99 > {best[3]:g} ms" if best[3] < inf else "no schedule lag limit"
+        print(f"best separation tried: {send}, {best[2]}, {sched} "
               f"(hit rate minus false-alarm rate {best[0]:.2f})")
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
