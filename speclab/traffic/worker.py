@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from . import eager_write
 from .client import Target
 from .engine import TrafficEngine
 from .schedule import Plan
@@ -122,6 +123,7 @@ def _run(coro: Any) -> Any:
 
 async def _amain(config: WorkerConfig, ctrl: Connection, sender: _Sender) -> Any:
     loop = asyncio.get_running_loop()
+    eager_write.install(loop)
     phases: dict[int, asyncio.Future[float]] = {}
 
     def phase_future(phase: int) -> asyncio.Future[float]:
