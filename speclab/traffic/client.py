@@ -115,10 +115,12 @@ def estimate_spec(chunk_tokens: list[int], k: int) -> SpecCounts:
 def write_tracer(on_written: Callable[[RequestRecord], None]) -> aiohttp.TraceConfig:
     """A session trace that calls ``on_written(record)`` as a request's body goes to the socket.
 
-    aiohttp writes a request in a task of its own (on Python 3.11 it runs one loop turn after
-    ``session.post`` was awaited), so on a busy loop a request leaves later than its ``sent`` stamp
-    says: that wait is the client's error on the way out, measured here per request. The body is
-    one ``bytes`` write, so the callback runs once per request, just before that write.
+    aiohttp writes a request's body in a task of its own. The worker starts that task eagerly
+    (``eager_write``, as aiohttp does from Python 3.12), so the body normally leaves within
+    ``session.post``; what remains between the ``sent`` stamp and the write (taking a pooled
+    connection, building the request, or a full socket buffer) is the client's error on the way
+    out, measured here per request. The body is one ``bytes`` write, so the callback runs once per
+    request, just before that write.
     """
 
     async def chunk_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
