@@ -60,7 +60,7 @@ def _factory(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **
         future: asyncio.Future[Any] = loop.create_future()
         future.set_result(done.value)
         return future  # done: aiohttp keeps no writer task
-    except BaseException as exc:
+    except Exception as exc:  # KeyboardInterrupt and SystemExit propagate, as from an eager task
         future = loop.create_future()
         future.set_exception(exc)
         return future
