@@ -17,10 +17,13 @@ so the parent, the scenario and the flag are the real ones.
 Each interval's true error is also split into its way out (the server's kernel receive time − the
 client's ``sent``) and the rest, beside the worker's own measure of its way out (send delay p99,
 stamped as aiohttp writes each request) and of its way back (read lateness p99.5 over moments,
-``health.read_lateness``; the ticks' p99, ``p99``, for comparison). It prints, for each limit
-tried, the share of truly bad intervals (true error p99 above ``--bad-ms``) that would be flagged
-and the share of accurate ones that would be, and the limits that meet the targets (≥ 95% of bad ones flagged, ≤ 5% of accurate ones), then scores the limits speclab ships
-with (``speclab.traffic.health``).
+``health.read_lateness``; the ticks' p99, ``p99``, for comparison), and how late the load reached
+the server against its plan (kernel receive − ``intended``). An interval is truly bad when its true
+TTFT error p99 is above ``--bad-ms`` or that lateness p99 is above ``--schedule-bad-ms`` (see
+``bench/fit_health.py``). It scores the limits speclab ships with (``speclab.traffic.health``)
+against that truth, and the flag without its schedule part against the TTFT truth alone, and lists
+the best limits on this run alone; ``--json`` keeps the rows for ``bench/fit_health.py``, which fits
+the limits on some runs and scores them on others.
 
     .venv/bin/python bench/calibrate_health.py [--rates 50,100,200,300,400,500] [--duration 12] [--bad-ms 5]
     .venv/bin/python bench/calibrate_health.py --neighbour default --rates 7,15 --duration 25 --min-requests 5
@@ -40,12 +43,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fit_health import SHIPPED, TARGET_FALSE, TARGET_HIT, Row, fit, pct, score, truths
 from loadgen_plan import Workload, write_scenario
 from loadgen_runs import MODEL, ServerConfig, TruthServer, read_recording, speclab_argv
 from loadgen_truth import (
@@ -72,8 +76,6 @@ from speclab.traffic.runner import TrafficRunner
 from speclab.traffic.schedule import build_plan
 
 TRUTH = "bench"  # the truth server's variant name
-TARGET_HIT = 0.95
-TARGET_FALSE = 0.05
 
 
 def hog(seed: int, stop_at: float) -> None:
@@ -104,6 +106,7 @@ class Interval:
     send_p99_ms: float = 0.0  # the error's way out: server's kernel receive − client's sent, p99
     read_p99_ms: float = 0.0  # the rest (way back and late reads): error − way out, p99
     send_delay_p99_ms: float = 0.0  # the client's own measure of its way out (health.send_delay_p99_ms)
+    true_schedule_p99_ms: float = 0.0  # the load's lateness seen from outside: server's kernel receive − intended, p99
 
 
 async def fire(scenario: Path, url: str, lab: Lab | None, workdir: Path) -> tuple[list[RequestRecord], list[WorkerHealth], float]:
@@ -152,27 +155,30 @@ def run_rate(rate: float, duration: float, seed: int, config: ServerConfig, work
         h = by_interval.get(row.index)
         if h is None or row.requests < min_requests:
             continue
-        send, read = ways.get(row.index, ([], []))
+        send, read, late = ways.get(row.index, ([], [], []))
         out.append(Interval(rate, row.index, row.requests, row.error_p99_ms, h.schedule_lag_p99_ms, h.loop_lag_p99_ms,
                             h.loop_lag_max_ms, h.read_lateness_ms, h.cpu_percent, h.saturated,
                             percentile(send, 99) if send else 0.0, percentile(read, 99) if read else 0.0,
-                            h.send_delay_p99_ms))
+                            h.send_delay_p99_ms, percentile(late, 99) if late else 0.0))
     return out
 
 
 def split_ways(pairs: list[Pair], records: dict[str, RequestRecord], server: dict[str, ServerRecord],
-               origin: float) -> dict[int, tuple[list[float], list[float]]]:
+               origin: float) -> dict[int, tuple[list[float], list[float], list[float]]]:
     """Per interval (of the first token), each request's error split into its way out (the truth
-    server's kernel receive time − the client's ``sent``, both on the wall clock) and the rest, in ms."""
-    ways: dict[int, tuple[list[float], list[float]]] = {}
+    server's kernel receive time − the client's ``sent``, both on the wall clock) and the rest, and
+    how late the request reached the server against the plan (kernel receive − ``intended``), in ms."""
+    ways: dict[int, tuple[list[float], list[float], list[float]]] = {}
     for pair in pairs:
-        sent = records[pair.request_id].sent
-        if sent is None:
+        record = records[pair.request_id]
+        if record.sent is None:
             continue
-        out_ms = (server[pair.request_id].rx_kernel - (origin + sent)) * 1000.0
-        send, read = ways.setdefault(int(pair.first_token // 1.0), ([], []))
+        rx = server[pair.request_id].rx_kernel
+        out_ms = (rx - (origin + record.sent)) * 1000.0
+        send, read, late = ways.setdefault(int(pair.first_token // 1.0), ([], [], []))
         send.append(out_ms)
         read.append(pair.error * 1000.0 - out_ms)
+        late.append((rx - (origin + record.intended)) * 1000.0)
     return ways
 
 
@@ -203,31 +209,14 @@ def run_real(lab: str, scenario: Path, duration: float, config: ServerConfig, wo
     for row in rows:
         judged = "" if row.requests >= min_requests else "  (too few requests to judge)"
         print(f"{row.index:>9}{row.requests:>9}{row.error_p99_ms:>12.1f}  {'yes' if row.index in flagged else '-'}{judged}")
-    print(f"bad (true p99 > {bad_ms:g} ms) flagged {_pct(result.caught, result.bad)}, "
-          f"accurate flagged {_pct(result.false_alarms, result.good)}")
+    print(f"bad (true p99 > {bad_ms:g} ms) flagged {pct(result.caught, result.bad)}, "
+          f"accurate flagged {pct(result.false_alarms, result.good)}")
     return result
-
-
-def score(rows: list[Interval], bad_ms: float, flag: Callable[[Interval], bool]) -> tuple[int, int, int, int]:
-    bad = [r for r in rows if r.true_p99_ms > bad_ms]
-    good = [r for r in rows if r.true_p99_ms <= bad_ms]
-    return len(bad), sum(flag(r) for r in bad), len(good), sum(flag(r) for r in good)
-
-
-def limits(schedule_ms: float, loop_ms: float, stat: str = "p99", send_ms: float = float("inf")) -> Callable[[Interval], bool]:
-    def loop(r: Interval) -> float:
-        return {"p99": r.loop_p99_ms, "late": r.read_lateness_ms}[stat]
-    return lambda r: (r.schedule_p99_ms > schedule_ms or loop(r) > loop_ms or r.send_delay_p99_ms > send_ms
-                      or r.cpu_percent >= health.CPU_LIMIT_PERCENT)
 
 
 def span(rows: list[Interval], get: Callable[[Interval], float]) -> str:
     values = [get(r) for r in rows]
     return f"{min(values):.1f}-{max(values):.1f}"
-
-
-def _pct(n: int, d: int) -> str:
-    return f"{n}/{d} ({100.0 * n / d:.0f}%)" if d else f"{n}/0"
 
 
 def main() -> None:
@@ -236,6 +225,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=12.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bad-ms", type=float, default=5.0, help="an interval is bad above this true error p99")
+    parser.add_argument("--schedule-bad-ms", type=float, default=health.SCHEDULE_LAG_LIMIT_MS,
+                        help="or above this p99 of the load's lateness at the server (kernel receive − intended)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--neighbour", metavar="LAB", default=None,
                         help="instead of the core-burning process, launch LAB's simulators and fire the same plan at "
@@ -261,8 +252,8 @@ def main() -> None:
             scenario = args.scenario or Path("scenarios/mixed.toml")
             scores = [run_real(args.real, scenario, args.duration, ServerConfig(50.0, 10.0, 64), Path(tmp),
                                args.min_requests, args.bad_ms, repeat) for repeat in range(args.repeat or 1)]
-        print(f"\nall {len(scores)} runs: bad flagged {_pct(sum(x.caught for x in scores), sum(x.bad for x in scores))}, "
-              f"accurate flagged {_pct(sum(x.false_alarms for x in scores), sum(x.good for x in scores))} "
+        print(f"\nall {len(scores)} runs: bad flagged {pct(sum(x.caught for x in scores), sum(x.bad for x in scores))}, "
+              f"accurate flagged {pct(sum(x.false_alarms for x in scores), sum(x.good for x in scores))} "
               f"(targets: >= {TARGET_HIT:.0%} and <= {TARGET_FALSE:.0%})")
         return
     try:
@@ -293,43 +284,31 @@ def main() -> None:
               f"{span(mine, lambda r: r.true_p99_ms):>24}{span(mine, lambda r: r.loop_p99_ms):>24}"
               f"{span(mine, lambda r: r.schedule_p99_ms):>24}{span(mine, lambda r: r.read_lateness_ms):>27}"
               f"{span(mine, lambda r: r.send_p99_ms):>16}{span(mine, lambda r: r.read_p99_ms):>17}")
-    wrong = [r for r in rows if r.flagged != (r.true_p99_ms > args.bad_ms)]
+    fit_rows = [Row(**{f.name: getattr(r, f.name) for f in fields(Row) if f.name != "source"}, source="this run")
+                for r in rows]
+    is_bad = truths(args.bad_ms, args.schedule_bad_ms)
+    bad_of = {(r.rate, r.index): is_bad["either"](row) for r, row in zip(rows, fit_rows, strict=True)}
+    wrong = [r for r in rows if r.flagged != bad_of[(r.rate, r.index)]]
     if wrong:
-        print("\nintervals the shipped limits judged wrongly (true p99 = way out + way back, each a p99 of its own)")
-        print(f"{'rate':>6}{'interval':>9}{'requests':>9}{'true p99':>9}{'way out':>8}{'way back':>9}{'own out':>8}{'read late':>10}"
-              f"{'loop p99':>9}{'sched p99':>10}{'cpu %':>6}  verdict")
+        print("\nintervals the shipped limits judged wrongly (true p99 = way out + way back, each a p99 of its own; "
+              "late = the load's lateness at the server)")
+        print(f"{'rate':>6}{'interval':>9}{'requests':>9}{'true p99':>9}{'way out':>8}{'way back':>9}{'late':>6}"
+              f"{'own out':>8}{'read late':>10}{'loop p99':>9}{'sched p99':>10}{'cpu %':>6}  verdict")
         for r in wrong:
             print(f"{r.rate:>6g}{r.index:>9}{r.requests:>9}{r.true_p99_ms:>9.1f}{r.send_p99_ms:>8.1f}{r.read_p99_ms:>9.1f}"
-                  f"{r.send_delay_p99_ms:>8.1f}{r.read_lateness_ms:>10.2f}{r.loop_p99_ms:>9.1f}{r.schedule_p99_ms:>10.1f}{r.cpu_percent:>6.0f}  "
-                  f"{'missed' if not r.flagged else 'false alarm'}")
-    print(f"\n{'send delay p99 limit':>22}{'loop lag limit':>20}{'schedule lag p99 limit':>24}{'bad flagged':>18}"
-          f"{'accurate flagged':>20}  meets")
-    best = None
-    inf = float("inf")
-    grid: list[tuple[float, str, float, float]] = [(inf, "p99", lim, 8.0) for lim in (1.5, 2.0, 2.5, 3.0, 4.0)]
-    grid += [(inf, "late", lim, sched) for sched in (5.0, 8.0) for lim in (1.5, 2.0, 2.5, 3.0, 4.0)]
-    grid += [(send, "late", lim, sched) for sched in (8.0, inf) for send in (3.5, 4.0, 4.5, 5.0, 5.5)
-             for lim in (3.0, 4.0, 5.0, 6.0, inf)]
-    for send_limit, stat, loop_limit, sched_limit in grid:
-        bad, caught, good, false = score(rows, args.bad_ms, limits(sched_limit, loop_limit, stat, send_limit))
-        meets = bad > 0 and good > 0 and caught >= TARGET_HIT * bad and false <= TARGET_FALSE * good
-        print(f"{f'> {send_limit:g} ms' if send_limit < inf else '-':>22}"
-              f"{f'{stat} > {loop_limit:g} ms' if loop_limit < inf else '-':>20}"
-              f"{f'> {sched_limit:g} ms' if sched_limit < inf else '-':>24}{_pct(caught, bad):>18}"
-              f"{_pct(false, good):>20}  {'yes' if meets else 'no'}")
-        margin = (caught / bad if bad else 0.0) - (false / good if good else 0.0)
-        if best is None or margin > best[0]:
-            best = (margin, send_limit, f"loop lag {stat} > {loop_limit:g} ms", sched_limit)
-    bad, caught, good, false = score(rows, args.bad_ms, lambda r: r.flagged)
-    print(f"\nspeclab's shipped limits (schedule lag p99 > {health.SCHEDULE_LAG_LIMIT_MS:g} ms, send delay p99 > "
-          f"{health.SEND_DELAY_LIMIT_MS:g} ms, read lateness p99.5 > "
-          f"{health.READ_LATENESS_LIMIT_MS:g} ms, CPU >= {health.CPU_LIMIT_PERCENT:g}%): bad flagged {_pct(caught, bad)}, "
-          f"accurate flagged {_pct(false, good)}")
-    if best is not None:
-        send = f"send delay p99 > {best[1]:g} ms" if best[1] < inf else "no send delay limit"
-        sched = f"schedule lag p99 > {best[3]:g} ms" if best[3] < inf else "no schedule lag limit"
-        print(f"best separation tried: {send}, {best[2]}, {sched} "
-              f"(hit rate minus false-alarm rate {best[0]:.2f})")
+                  f"{r.true_schedule_p99_ms:>6.1f}{r.send_delay_p99_ms:>8.1f}{r.read_lateness_ms:>10.2f}{r.loop_p99_ms:>9.1f}"
+                  f"{r.schedule_p99_ms:>10.1f}{r.cpu_percent:>6.0f}  {'missed' if not r.flagged else 'false alarm'}")
+    print(f"\nbad: true TTFT error p99 > {args.bad_ms:g} ms, or the load's lateness at the server p99 > "
+          f"{args.schedule_bad_ms:g} ms ({sum(bad_of.values())} of {len(rows)} intervals); "
+          f"on TTFT alone {sum(map(is_bad['ttft'], fit_rows))}")
+    print(f"speclab's shipped limits ({SHIPPED.describe()}):")
+    print(f"  the whole flag against either truth: {score(fit_rows, is_bad['either'], SHIPPED.flags)}")
+    print(f"  the flag without its schedule part against the TTFT truth: "
+          f"{score(fit_rows, is_bad['ttft'], lambda r: SHIPPED.flags(r, schedule=False))}")
+    print("the best limits on this run alone (in-sample; fit on some runs and score on others with "
+          "bench/fit_health.py and --json):")
+    for result, fitted in fit(fit_rows, is_bad["either"])[:5]:
+        print(f"  {'meets' if result.meets else 'short'}  {result}  <- {fitted.describe()}")
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
 
