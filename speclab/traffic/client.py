@@ -2,8 +2,8 @@
 
 ``run_request`` never raises and never loses a record: every outcome (success, HTTP error,
 timeout, stall, broken stream, cancellation) ends in exactly one ``RequestRecord`` passed to the
-sink. Per chunk it does little: a clock read, SSE split, one ``orjson.loads`` (3-4x the stdlib's
-speed on vLLM's chunks), a few counters, and the token ids and text the gates compare. Nothing
+sink. Per chunk it does little: a clock read as the bytes arrive (``arrivals``), SSE split, one
+``orjson.loads`` (3-4x the stdlib's speed on vLLM's chunks), a few counters, and the token ids and text the gates compare. Nothing
 per chunk is kept beyond those: the estimate of speculative steps is a histogram of k+1 counts.
 Headers (which may carry an API key) go to the server only; they are never stored or logged.
 """
@@ -29,6 +29,7 @@ from speclab.servers.backends import EngineId
 from speclab.servers.backends.base import ResponseMetrics
 from speclab.servers.backends.registry import BACKENDS
 
+from .arrivals import unwatch, watch
 from .schedule import PlannedRequest
 from .sse import DONE, MalformedStream, SSEParser
 
@@ -235,40 +236,48 @@ class _Stream:
     async def consume(self, resp: aiohttp.ClientResponse) -> None:
         parser = SSEParser()
         clock, run_start, rec = self.clock, self.run_start, self.rec
-        async for data in resp.content.iter_any():
-            now = clock() - run_start
-            chunks = rec.chunks
-            try:
-                payloads = parser.feed(data)
-            except MalformedStream as error:  # keep what came before the bad line, then fail
-                for payload in error.events:
-                    if payload == DONE or self.done_seen:
-                        break
-                    self._event(payload, now)
-                raise
-            for payload in payloads:
+        arrivals = watch(resp.content, clock)
+        try:
+            async for data in resp.content.iter_any():
+                chunks = rec.chunks
+                for piece, at in arrivals.split(data, clock()):
+                    self._piece(parser, piece, at - run_start)
+                if rec.chunks != chunks:
+                    rec.token_reads += 1
                 if self.done_seen:
-                    raise _StreamError(ErrorKind.MALFORMED_STREAM, f"an SSE event after [DONE]: {payload[:80]!r}")
-                if payload == DONE:
-                    self.done_seen = True
-                    rec.done = now
-                    continue
-                self._event(payload, now)
-            if rec.chunks != chunks:
-                rec.token_reads += 1
-            if self.done_seen:
-                # Read to the end of the body so the connection goes back to the pool; whatever
-                # follows [DONE] is not skipped unread.
-                rest = b""
-                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                    rest = await resp.content.read()
-                after = parser.feed(rest + b"\n\n") if rest.strip() or parser.pending else []
-                if after:
-                    raise _StreamError(ErrorKind.MALFORMED_STREAM, f"an SSE event after [DONE]: {after[0][:80]!r}")
-                return
+                    # Read to the end of the body so the connection goes back to the pool; whatever
+                    # follows [DONE] is not skipped unread.
+                    rest = b""
+                    with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                        rest = await resp.content.read()
+                    after = parser.feed(rest + b"\n\n") if rest.strip() or parser.pending else []
+                    if after:
+                        raise _StreamError(ErrorKind.MALFORMED_STREAM, f"an SSE event after [DONE]: {after[0][:80]!r}")
+                    return
+        finally:
+            unwatch(resp.content)
         if parser.pending:
             raise _StreamError(ErrorKind.TRUNCATED, "stream ended in the middle of an event")
         raise _StreamError(ErrorKind.TRUNCATED, "stream closed before [DONE]")
+
+    def _piece(self, parser: SSEParser, data: bytes, now: float) -> None:
+        """The events that ``data`` (bytes that arrived at ``now``, run clock) completes."""
+        try:
+            payloads = parser.feed(data)
+        except MalformedStream as error:  # keep what came before the bad line, then fail
+            for payload in error.events:
+                if payload == DONE or self.done_seen:
+                    break
+                self._event(payload, now)
+            raise
+        for payload in payloads:
+            if self.done_seen:
+                raise _StreamError(ErrorKind.MALFORMED_STREAM, f"an SSE event after [DONE]: {payload[:80]!r}")
+            if payload == DONE:
+                self.done_seen = True
+                self.rec.done = now
+                continue
+            self._event(payload, now)
 
     def _event(self, payload: bytes, now: float) -> None:
         try:
