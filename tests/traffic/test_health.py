@@ -69,12 +69,12 @@ def test_judge_and_percentile() -> None:
     assert percentile([], 99.0) == 0.0
     assert percentile([3.0, 1.0, 2.0], 50.0) == 2.0
     assert judge(1.0, 1.0, 10.0) == (False, "")
-    assert judge(6.0, 4.5, 50.0, 4.0) == (False, "")  # within the calibrated limits
-    saturated, reason = judge(9.0, 6.0, 95.0, 5.0)
+    assert judge(6.0, 4.5, 80.0, 5.0) == (False, "")  # within the calibrated limits
+    saturated, reason = judge(9.0, 6.0, 95.0, 5.5)
     assert saturated and reason.count(";") == 3
-    assert "read lateness p99.5 6.00 ms" in reason and "send delay p99 5.0 ms > 4.5 ms" in reason
+    assert "read lateness p99.5 6.00 ms" in reason and "send delay p99 5.5 ms > 5 ms" in reason
     saturated, reason = judge(1.0, 1.0, 10.0, 7.5)  # a loop that wakes on time but writes late
-    assert saturated and reason == "send delay p99 7.5 ms > 4.5 ms"
+    assert saturated and reason == "send delay p99 7.5 ms > 5 ms"
 
 
 def test_read_lateness_weights_a_stall_by_how_long_it_lasted() -> None:

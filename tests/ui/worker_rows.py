@@ -30,7 +30,7 @@ def cluster_rows(interval: int) -> tuple[WorkerRow, ...]:
                   loop_lag_p99_ms=3.8, loop_lag_max_ms=7.2, read_lateness_ms=4.6, send_delay_p99_ms=6.3, cpu_percent_max=96.0, clock_offset_ms=-2.716,
                   clock_bound_ms=0.241, last_interval=interval, last_schedule_lag_p99_ms=2.2,
                   last_loop_lag_p99_ms=0.9, last_read_lateness_ms=1.3, last_send_delay_p99_ms=1.9, last_cpu_percent=71.0, in_flight=28, last_flagged=5,
-                  flag_reason="schedule lag p99 11.7 ms > 8 ms; send delay p99 6.3 ms > 4.5 ms; client CPU 96% of a core"),
+                  flag_reason="schedule lag p99 11.7 ms > 8 ms; send delay p99 6.3 ms > 5 ms; client CPU 96% of a core"),
         WorkerRow(worker=2, node=b, intervals=interval + 1, saturated_intervals=1, sent=207 * (interval + 1),
                   finished=205 * (interval + 1), schedule_lag_p99_ms=2.05, schedule_lag_max_ms=4.0,
                   loop_lag_p99_ms=0.7, loop_lag_max_ms=2.0, read_lateness_ms=1.1, send_delay_p99_ms=1.4, cpu_percent_max=64.0, clock_offset_ms=-2.716,
