@@ -45,7 +45,8 @@ def run_one(concurrency: int, scale: str, duration: float, scenario: str, lab: s
     clock = rep.get("simulator_clock", {}).get("variants", {})
     return {"concurrency": concurrency, "asked": scale, "time_scale": rep.get("time_scale"), "exit": proc.returncode,
             "wall_s": wall, "tpot_p50_ms": tpot, "clock": clock, "line": last,
-            "saturated": len(rep["measurement"]["saturated_intervals"])}
+            "client_saturated": len(rep["measurement"].get("client_saturated_intervals", ())),
+            "touched": len(rep["measurement"]["saturated_intervals"]), "intervals": len(rep.get("timeline", ()))}
 
 
 def main() -> int:
@@ -64,7 +65,7 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    print("concurrency | asked | S | exit | wall s | worst drift p99 / step | trailing intervals | k4 TPOT speed-up")
+    print("concurrency | asked | S | exit | wall s | worst drift p99 / step | trailing intervals | client saturated | k4 TPOT speed-up")
     for r in rows:
         clock = r.get("clock") or {}
         ratios = [d["drift_p99_ms"] / d["step_mean_ms"] for d in clock.values() if d.get("step_mean_ms")]
@@ -72,7 +73,7 @@ def main() -> int:
         t = r.get("tpot_p50_ms") or {}
         speedup = t["baseline"] / t["k4"] if t.get("baseline") and t.get("k4") else None
         print(f"{r['concurrency']} | {r['asked']} | {r.get('time_scale')} | {r['exit']} | {r['wall_s']:.0f} | "
-              f"{max(ratios, default=0):.3f} | {trailing} | {'' if speedup is None else f'{speedup:.2f}x'}")
+              f"{max(ratios, default=0):.3f} | {trailing} | {r.get('client_saturated', '')} of {r.get('intervals', '')} | {'' if speedup is None else f'{speedup:.2f}x'}")
         if r["exit"] != 0:
             print(f"    {r['line']}")
     return 0

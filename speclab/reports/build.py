@@ -207,7 +207,8 @@ def build_report(
         "duration_s": round(final.t, 3),
         "classes": list(info.classes),
         "measurement": {
-            "saturated_intervals": list(final.saturated_intervals),
+            "saturated_intervals": list(final.saturated_intervals),  # whose numbers a saturated client touched
+            "client_saturated_intervals": list(final.saturated_sends),  # in which it was saturated (the exit's count)
             "incomplete": list(incomplete),
             "client": {  # the worst interval of the run
                 "schedule_lag_p99_ms": final.run_health.schedule_lag_p99_ms,

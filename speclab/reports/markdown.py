@@ -48,10 +48,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("Pair: " + ", ".join(f"{k}={v}" for k, v in sorted(pair.items())))
     lines.append(f"Duration {report['duration_s']:.1f} s · arrival {json.dumps(report.get('arrival', {}))}")
     sat = report["measurement"]["saturated_intervals"]
+    own = report["measurement"].get("client_saturated_intervals", sat)
     if sat:
+        later = f"; its requests from then finished in {len(sat)} interval(s)" if len(sat) > len(own) else ""
         lines.append(
-            f"**Client could not keep up in {len(sat)} interval(s)** ({', '.join(map(str, sat[:20]))}): "
-            "numbers from those intervals describe the client, not the server."
+            f"**Client could not keep up in {len(own)} interval(s)** ({', '.join(map(str, own[:20]))}{later}): "
+            f"numbers from {', '.join(map(str, sat[:20]))} describe the client, not the server."
         )
     trailing = {v: d["trailing_intervals"] for v, d in (report.get("simulator_clock") or {}).get("variants", {}).items()
                 if d.get("trailing_intervals")}

@@ -76,6 +76,21 @@ def test_a_saturated_client_for_most_of_a_long_run_is_exit_5_but_a_short_run_onl
     assert code == ExitCode.OK
 
 
+def test_the_report_keeps_the_client_s_own_saturated_intervals_apart_from_those_its_requests_touched() -> None:
+    records = [_record(i, t=float(i) + 0.1) for i in range(10)]
+    slow = _record(20, t=2.5)
+    slow.done = slow.last_token = 3.5  # sent while the client was saturated, finished an interval later
+    final = _final([*records, slow], 10.0, saturated=(2,))
+    assert final.saturated_sends == (2,) and final.saturated_intervals == (2, 3)
+    info = SessionInfo(lab="lab", scenario="sc", variants=("k2",), classes=("qa",), simulated=True)
+    report = build_report(info, final, servers={})
+    assert report["measurement"]["saturated_intervals"] == [2, 3]
+    assert report["measurement"]["client_saturated_intervals"] == [2]
+    md = render_markdown(report)
+    assert "Client could not keep up in 1 interval(s)** (2; its requests from then finished in 2 interval(s))" in md
+    assert "numbers from 2, 3 describe the client" in md
+
+
 def test_interrupted_wins_and_ok_otherwise() -> None:
     records = [_record(i, t=float(i)) for i in range(3)]
     assert judge(_session(records), _final(records, 3.0), interrupted=True)[0] == ExitCode.INTERRUPTED
