@@ -32,7 +32,7 @@ AUTO: Final = "auto"
 # With the health limits refitted to feed stamps, on a quiet host (--runs 96:auto,96:16,96:24): the
 # clock held at all three (drift p99 under 0.01 of a step) and the client was saturated in 10, 8 and
 # 4 of 12 intervals (exit 5, 5, 0); at S = 12 two earlier runs gave 6 and 7 of 12 (exit 0 and 5). So
-# the smallest S with a valid client at this load is 24: the capacity is 288 / 24.
+# of the scales tried (12, 16, 24; not 20) the smallest with a valid client is 24: capacity 288 / 24.
 HOST_CAPACITY_SEQS: Final = 12.0
 WEIGHT_PER_DRAFT_TOKEN: Final = 0.25
 # A typical modelled time per output token (sim-8b on an H100 at a moderate batch), used only to
