@@ -308,10 +308,12 @@ class SimEngine:
         view = TargetView(self.target, seq.target_state, item.drafts, self._adjust_for(params), masks, plain=plain)
         lossy = self.faults.get("lossy_verifier", 0.0)
         force = (lambda: bool(seq.rng.random() < lossy)) if lossy else None
+        verdict = None
         try:
-            return self.verifier.verify(view, item.drafts, item.qs, is_greedy(seq.req.sampling), seq.rng, force)
+            verdict = self.verifier.verify(view, item.drafts, item.qs, is_greedy(seq.req.sampling), seq.rng, force)
+            return verdict
         finally:
-            view.close()
+            view.close(verdict.accepted if verdict is not None else 0)
 
     def _decode(self, item: Scheduled, stats: StepStats) -> None:
         seq, drafts = item.seq, item.drafts
@@ -337,6 +339,8 @@ class SimEngine:
             if j < verdict.accepted and corrupt and grammar is not None and self._corrupts(seq, grammar, token, corrupt) \
                     and seq.emit(token, self.tokenizer, self.max_model_len):
                 break
+        if len(seq.target_state) > len(seq.tokens):  # finished before the accepted drafts were all committed
+            seq.target_state.truncate(len(seq.tokens))
         seq.num_computed = len(seq.tokens) - 1
         accepted = verdict.accepted
         spec = seq.spec

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -217,30 +218,40 @@ class SimLM:
         """
         p, scale, sums = self.counts.parts(state.tokens)
         present, canon, copy_weight = state.present, self.canon_list, self.copy_weight
+
+        def entry(j: int) -> float:  # entry j times its context-word weight, as ``scores`` has it before the boosts
+            d = p.item(j) * scale
+            s = sums.get(j)
+            if s is not None:
+                d += s
+            return d * copy_weight if present[canon[j]] else d
+
         total = float(np.dot(p, state.weights)) * scale
         for j, s in sums.items():
             total += s * copy_weight if present[canon[j]] else s
-        boosted: dict[int, float] = {}  # a boosted entry's score, the dense entry times each boost in turn
+        boosted, before = self.boosts(state, entry)
+        for j, b in boosted.items():
+            total += b - before[j]
+        v = boosted.get(token)
+        return (entry(token) if v is None else v) / total
+
+    def boosts(self, state: ContextState, entry: Callable[[int], float]) -> tuple[dict[int, float], dict[int, float]]:
+        """(score after, entry before) of every token the copy features boost after ``state``, in the
+        order ``copy_features`` applies them: the entry (``entry(j)``) times each boost in turn."""
+        boosted: dict[int, float] = {}
+        before: dict[int, float] = {}
         ind = state.induction()
         if ind >= 0 and self.boostable_list[ind]:
             weight = self.induction_weight
             for j in self.member_lists[ind]:
-                boosted[j] = self._entry(p, scale, sums, present, j) * weight
+                e = before[j] = entry(j)
+                boosted[j] = e * weight
         for j, weight in state.pointer_pairs():
             v = boosted.get(j)
-            boosted[j] = (self._entry(p, scale, sums, present, j) if v is None else v) * weight
-        for j, v in boosted.items():
-            total += v - self._entry(p, scale, sums, present, j)
-        v = boosted.get(token)
-        return (self._entry(p, scale, sums, present, token) if v is None else v) / total
-
-    def _entry(self, p: FloatArray, scale: float, sums: dict[int, float], present: list[int], j: int) -> float:
-        """Entry j of the distribution times its context-word weight, as ``scores`` has it before the boosts."""
-        d = p.item(j) * scale
-        s = sums.get(j)
-        if s is not None:
-            d += s
-        return d * self.copy_weight if present[self.canon_list[j]] else d
+            if v is None:
+                v = before[j] = entry(j)
+            boosted[j] = v * weight
+        return boosted, before
 
     def probs(self, state: ContextState) -> FloatArray:
         """The model's next-token distribution after ``state`` (a fresh array)."""

@@ -50,7 +50,8 @@ def _draw(scores: FloatArray, seq: Seq, probabilistic: bool) -> tuple[int, Float
 
 
 def _draft_from(state: ContextState, k: int, seq: Seq, probabilistic: bool,
-                scores_at: SimLM | DraftHead) -> Proposal:
+                scores_at: SimLM | DraftHead, *, keep: bool = False) -> Proposal:
+    """``k`` drafts pushed onto ``state`` in turn; taken off again unless ``keep``."""
     base = len(state)
     drafts: list[int] = []
     qs: list[FloatArray | None] = []
@@ -60,7 +61,8 @@ def _draft_from(state: ContextState, k: int, seq: Seq, probabilistic: bool,
         drafts.append(token)
         qs.append(q)
         state.push(token)
-    state.truncate(base)
+    if not keep:
+        state.truncate(base)
     return drafts, qs
 
 
@@ -74,14 +76,22 @@ class DraftModelProposer(_Stateless):
 
     def start(self, seq: Seq) -> None:
         seq.draft_state = self.lm.state(seq.tokens)
+        seq.draft_base = len(seq.tokens)
 
     def propose(self, seq: Seq, k: int) -> Proposal:
-        state = seq.draft_state
+        """The drafts stay on the draft's state: the ones the target accepted are already in place
+        at the next proposal, which takes off only the rest (``seq.draft_base``: where they start)."""
+        state, tokens = seq.draft_state, seq.tokens
         assert state is not None
-        if len(state) > len(seq.tokens):
-            state.truncate(len(seq.tokens))
-        state.extend(seq.tokens[len(state):])
-        return _draft_from(state, k, seq, self.probabilistic, self.lm)
+        have, same = state.tokens, seq.draft_base
+        end = min(len(have), len(tokens))
+        while same < end and have[same] == tokens[same]:
+            same += 1
+        if len(state) > same:
+            state.truncate(same)
+        state.extend(tokens[same:])
+        seq.draft_base = len(tokens)
+        return _draft_from(state, k, seq, self.probabilistic, self.lm, keep=True)
 
 
 class HeadProposer(_Stateless):

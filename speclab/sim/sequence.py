@@ -32,6 +32,7 @@ class Seq:
     grammar: GrammarMatcher | None = None  # the request's constraint, advanced by every committed token
     runaway: bool = False  # the runaway fault: whitespace after the value until max_tokens
     pending: list[int] = field(default_factory=list)  # tokens produced this step
+    draft_base: int = 0  # a draft model's state matches ``tokens`` up to here (its last drafts follow)
 
     @property
     def output(self) -> list[int]:
@@ -48,7 +49,12 @@ class Seq:
     def emit(self, token: int, tokenizer: SimTokenizer, max_model_len: int) -> bool:
         """Append one sampled token and apply the stop rules; True when the request is finished."""
         self.tokens.append(token)
-        self.target_state.push(token)
+        state, n = self.target_state, len(self.tokens)
+        if len(state) < n:
+            state.push(token)
+        elif state.tokens[n - 1] != token:  # verification left other drafts there
+            state.truncate(n - 1)
+            state.push(token)
         self.pending.append(token)
         params = self.req.sampling
         if token == tokenizer.eos_token_id and not params.ignore_eos:

@@ -120,8 +120,10 @@ class TargetView:
             hit = self._argmax[i] = int((self._raw[i] if i in self._raw else self._scores(i)).argmax())
         return hit
 
-    def close(self) -> None:
-        self.state.truncate(self.base)
+    def close(self, keep: int = 0) -> None:
+        """Take the drafts off the target's state, but for the first ``keep`` (the accepted ones,
+        which the engine commits next: ``Seq.emit`` finds them in place)."""
+        self.state.truncate(min(len(self.state), self.base + keep))
 
 
 def _recover(view: TargetView, i: int, draft: int, q: FloatArray | None, greedy: bool,

@@ -145,7 +145,8 @@ def test_engine_verifies_against_the_q_the_draft_sampled_from() -> None:
             assert float(np.abs(q - expected).max()) < 1e-15
             assert q[d] > 0
             state.push(d)
-        assert len(seq.draft_state or []) == len(seq.tokens)  # the proposer leaves its state as it found it
+        # The drafts stay on the proposer's state, after the sequence's tokens, for the next proposal.
+        assert seq.draft_state is not None and seq.draft_state.tokens == seq.tokens + drafts
 
 
 @pytest.mark.parametrize("size", [50, 64, 100, 2256])
