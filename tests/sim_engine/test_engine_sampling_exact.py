@@ -190,3 +190,27 @@ def test_adjust_matches_a_full_sort_reference() -> None:
             ours, ref = adjust(p, temperature, top_k, top_p), reference_adjust(p, temperature, top_k, top_p)
             assert np.array_equal(ours > 0, ref > 0)
             assert float(np.abs(ours - ref).max()) < 1e-12
+
+
+@pytest.mark.parametrize("method", ["draft_model", "eagle"])
+def test_the_states_match_the_tokens_after_every_step(method: str) -> None:
+    """Accepted drafts stay on the states between steps (no push and pop round trip): after every
+    step each running sequence's target state is its tokens and its draft state starts with them,
+    greedy and sampled, beside requests that stop in the middle of a step's drafts (max_tokens 3, 7)."""
+    spec = SpecConfig(method, 4, "sim-1b" if method == "draft_model" else "h")
+    engine = build_engine(EngineConfig("sim-8b", speculative=spec))
+    tok = engine.tokenizer
+    prompt = tok.encode(tok.apply_chat_template(ESSAY))
+    for i, (max_tokens, temperature) in enumerate([(3, 0.0), (7, 1.0), (40, 0.0), (40, 1.0), (25, 0.7)]):
+        engine.add_request(EngineRequest(f"r{i}", prompt, SamplingParams(max_tokens=max_tokens, temperature=temperature,
+                                                                          seed=i), 0.0))
+    now, produced = 0.0, 0
+    while engine.has_unfinished():
+        result = engine.step(now)
+        now += result.duration
+        produced += sum(len(o.new_token_ids) for o in result.outputs)
+        for seq in engine._seqs.values():
+            assert seq.target_state.tokens == seq.tokens
+            if seq.draft_state is not None:
+                assert seq.draft_state.tokens[:seq.draft_base] == seq.tokens[:seq.draft_base]
+    assert produced == 3 + 7 + 40 + 40 + 25  # none hit EOS or a stop first on this prompt (checked: exact)
