@@ -339,8 +339,6 @@ class SimEngine:
             if j < verdict.accepted and corrupt and grammar is not None and self._corrupts(seq, grammar, token, corrupt) \
                     and seq.emit(token, self.tokenizer, self.max_model_len):
                 break
-        if len(seq.target_state) > len(seq.tokens):  # finished before the accepted drafts were all committed
-            seq.target_state.truncate(len(seq.tokens))
         seq.num_computed = len(seq.tokens) - 1
         accepted = verdict.accepted
         spec = seq.spec

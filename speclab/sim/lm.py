@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -229,17 +228,8 @@ class SimLM:
         total = float(np.dot(p, state.weights)) * scale
         for j, s in sums.items():
             total += s * copy_weight if present[canon[j]] else s
-        boosted, before = self.boosts(state, entry)
-        for j, b in boosted.items():
-            total += b - before[j]
-        v = boosted.get(token)
-        return (entry(token) if v is None else v) / total
-
-    def boosts(self, state: ContextState, entry: Callable[[int], float]) -> tuple[dict[int, float], dict[int, float]]:
-        """(score after, entry before) of every token the copy features boost after ``state``, in the
-        order ``copy_features`` applies them: the entry (``entry(j)``) times each boost in turn."""
-        boosted: dict[int, float] = {}
-        before: dict[int, float] = {}
+        boosted: dict[int, float] = {}  # a boosted entry's score: its entry times each boost in turn
+        before: dict[int, float] = {}  # its entry before the boosts
         ind = state.induction()
         if ind >= 0 and self.boostable_list[ind]:
             weight = self.induction_weight
@@ -251,7 +241,10 @@ class SimLM:
             if v is None:
                 v = before[j] = entry(j)
             boosted[j] = v * weight
-        return boosted, before
+        for j, b in boosted.items():
+            total += b - before[j]
+        v = boosted.get(token)
+        return (entry(token) if v is None else v) / total
 
     def probs(self, state: ContextState) -> FloatArray:
         """The model's next-token distribution after ``state`` (a fresh array)."""
