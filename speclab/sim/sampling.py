@@ -109,15 +109,17 @@ def acceptance_probability(p: FloatArray, q: FloatArray | None, token: int) -> f
 
 
 def accept_draft(p: FloatArray, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
-    """Rejection test for one draft token (draws from ``rng`` only when acceptance is uncertain)."""
-    return accept_probability_of(float(p[token]), q, token, rng)
+    """Rejection test for one draft token: one uniform drawn, as vLLM draws one per draft token."""
+    return accepts(float(p[token]), q, token, float(rng.random()))
 
 
-def accept_probability_of(px: float, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
-    """``accept_draft`` given p(x) alone (the rest of p is not needed to accept or reject)."""
+def accepts(px: float, q: FloatArray | None, token: int, uniform: float) -> bool:
+    """vLLM's test for draft token x given p(x) and its uniform: q(x) > 0 and p(x) / q(x) >= uniform.
+
+    ``q`` of None is a deterministic proposal (q(x) = 1). The rest of p is not needed to decide.
+    """
     qx = 1.0 if q is None else float(q[token])
-    a = 1.0 if px >= qx else px / qx
-    return a >= 1.0 or bool(rng.random() < a)
+    return qx > 0.0 and px / qx >= uniform
 
 
 def residual(p: FloatArray, q: FloatArray | None, token: int) -> FloatArray:

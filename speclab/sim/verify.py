@@ -24,10 +24,9 @@ from speclab.model.speculative import conditional_rates
 from .grammar.matcher import BoolArray, apply_mask
 from .lm import ContextState, SimLM
 from .ngram import FloatArray
-from .sampling import accept_probability_of, residual, sample
+from .sampling import accepts, residual, sample
 
 _reduce = np.add.reduce
-_NEAR_ONE = 1.0 - 1e-9  # SimLM.prob_of's total may differ from the array's in the last bits
 
 Adjust = Callable[[FloatArray], FloatArray]  # raw scores (a fresh array) -> the request's sampling distribution
 Force = Callable[[], bool]  # the lossy-verifier fault: True accepts a draft the method rejected
@@ -89,17 +88,15 @@ class TargetView:
 
     def prob(self, i: int, token: int) -> float:
         """``probs(i)[token]``; when plain and unconstrained, the one score over the total
-        (``SimLM.prob_of``), the scores built only if position i is sampled from later."""
+        (``SimLM.prob_of``), the scores built only if position i is sampled from later. Its total
+        may differ from the array's in the last bits: an accept test against a uniform decides the
+        same but for a chance below about 1e-12 (the uniform falling between the two)."""
         hit = self._probs.get(i)
         if hit is not None or not self.plain:
             return float((hit if hit is not None else self.probs(i))[token])
         if self.masks is None:
             self._position(i)
-            px = self.lm.prob_of(self.state, token)
-            if px < _NEAR_ONE:
-                return px
-            # Near 1 the total's last bits decide whether a one-hot draft's accept test draws a
-            # uniform at all (p(x) >= 1 accepts without one): there, the array's own division.
+            return self.lm.prob_of(self.state, token)
         lazy = self._unnormed.get(i)
         if lazy is None:
             scores = self._scores(i)
@@ -142,12 +139,17 @@ class Verifier(Protocol):
 
 
 class StandardVerifier:
-    """Token by token: greedy accepts the target's argmax; sampled accepts x with min(1, p(x)/q(x))."""
+    """Token by token: greedy accepts the target's argmax; sampled accepts x with min(1, p(x)/q(x)).
+
+    A sampled request draws one uniform per draft before the test, as vLLM's rejection sampler
+    draws one per draft token of the step, so how many draws a step takes never depends on p.
+    """
 
     def verify(self, view: TargetView, drafts: list[int], qs: Sequence[FloatArray | None], greedy: bool,
                rng: np.random.Generator, force: Force | None = None) -> Verdict:
+        uniforms = None if greedy else rng.random(len(drafts)).tolist()
         for i, x in enumerate(drafts):
-            ok = view.argmax(i) == x if greedy else accept_probability_of(view.prob(i, x), qs[i], x, rng)
+            ok = view.argmax(i) == x if uniforms is None else accepts(view.prob(i, x), qs[i], x, uniforms[i])
             if not ok and not (force is not None and force()):
                 return Verdict(i, [*drafts[:i], _recover(view, i, x, qs[i], greedy, rng)])
         return Verdict(len(drafts), [*drafts, _bonus(view, len(drafts), greedy, rng)])

@@ -53,20 +53,20 @@ CONFIGS: dict[str, EngineConfig] = {
 }
 
 EXPECTED: dict[str, str] = {
-    "chunked-small": "82340542d299583a4d1e4b12bc604045",
+    "chunked-small": "5895bbafb18cd2352a864c5b838784fb",
     "draft3-block": "37dfd8609f4196a91a283ddcf008ecc9",
-    "draft4": "7dce3e0a4268babaf48af47b8269b140",
-    "draft4-faults": "3eeb047715433961c32bf080c50d988a",
+    "draft4": "228e6f034c5a009979ce56045e2966e5",
+    "draft4-faults": "08d1dde70249e911314ba95edaf43fb6",
     "draft4-fly": "7f2f29750d53e998425f9b459fbec4f5",
-    "draft4-grammar-faults": "62bfcf9cddb5ffaadf57f9789eb3dba5",
-    "draft4-probabilistic": "ed3bc4073a8c9855b2f6cbd1f88ea640",
-    "draft4-schedule": "eea5b6a756894b9cf8e1d94bd1c33d93",
+    "draft4-grammar-faults": "adaec542d1f45aa454e8015e7fd20209",
+    "draft4-probabilistic": "e28a50debfe06842ab307317babf5520",
+    "draft4-schedule": "7484fe91717b9a361e73ce470e7de376",
     "draft4-synthetic": "562af30842e47aa1615c1a2f771fd6fd",
-    "eagle3": "b19f8d682b1bcf2228417c941c828d0b",
-    "misaligned": "eb9eb40766dee42404e3470d5acc184c",
-    "ngram": "67c55217478ed4e029b71e9ac3fee64b",
+    "eagle3": "878196d4311a64a6895f7d6ce545bd20",
+    "misaligned": "57f5cad7799a6b00fec9f6d50b85b842",
+    "ngram": "23a1c3137d9263f91333331b5f3ee860",
     "plain": "6ee1bfcefa9d86b1fcfa71787c349f59",
-    "suffix": "523c6a5fb2ae6280d95918b280cc812d",
+    "suffix": "e3cc4c317b8c9391101d714667ce5965",
 }
 
 
