@@ -5,18 +5,26 @@ sim-8b; greedy, T=0.8, and T=0.8 with top-p 0.9 / top-k 50), it prints engine st
 tokens/s, and wall time per step beside modelled time per step: when wall exceeds modelled, a
 server on this host would fall behind its model (clock drift).
 
+``--inflight N`` steps only the load ``bench_sim.py`` puts on one simulator (sim-8b with a 4-token
+sim-1b draft, its one prompt, T=1, EOS ignored) at N in flight, ``--runs`` times, printing each
+run's wall time per step; ``--steps`` sets the steps a run times after 20 warm-up steps.
+
     .venv/bin/python bench/bench_sim_engine.py
+    .venv/bin/python bench/bench_sim_engine.py --inflight 64 --steps 150 --runs 5
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
 from speclab.sim.api import EngineConfig, EngineRequest, SamplingParams, SpecConfig
 from speclab.sim.engine import build_engine
 
+SIM_BENCH_PROMPT = "Write a long story about a lighthouse keeper."  # bench_sim.py's prompt
 PROMPTS = Path(__file__).resolve().parents[1] / "speclab" / "bundled" / "scenarios" / "prompts"
 
 
@@ -28,26 +36,32 @@ def prompts() -> list[list[dict[str, str]]]:
 
 
 def bench(config: EngineConfig, inflight: int, steps: int, temperature: float, top_p: float = 1.0,
-          top_k: int = -1) -> dict[str, float]:
+          top_k: int = -1, *, sim_load: bool = False, warmup: int = 5) -> dict[str, float]:
+    """``sim_load``: bench_sim.py's requests (its one prompt, 256 tokens, EOS ignored) instead of the
+    bundled chat prompts at 128 tokens."""
     engine = build_engine(config)
     tok = engine.tokenizer
-    encoded = [tok.encode(tok.apply_chat_template(m)) for m in prompts()]
+    if sim_load:
+        encoded = [tok.encode(SIM_BENCH_PROMPT)]
+    else:
+        encoded = [tok.encode(tok.apply_chat_template(m)) for m in prompts()]
     counter = 0
 
     def top_up() -> None:
         nonlocal counter
         while len(engine._seqs) < inflight:
-            params = SamplingParams(max_tokens=128, temperature=temperature, top_p=top_p, top_k=top_k, seed=counter)
+            params = SamplingParams(max_tokens=256 if sim_load else 128, temperature=temperature, top_p=top_p,
+                                    top_k=top_k, seed=counter, ignore_eos=sim_load)
             engine.add_request(EngineRequest(str(counter), encoded[counter % len(encoded)], params, 0.0))
             counter += 1
 
     now, tokens, wall, modelled = 0.0, 0, 0.0, 0.0
-    for i in range(steps + 5):
+    for i in range(steps + warmup):
         top_up()
         start = time.perf_counter()
         result = engine.step(now)
         elapsed = time.perf_counter() - start
-        if i >= 5:  # skip the prefill burst
+        if i >= warmup:  # skip the prefill burst
             wall += elapsed
             tokens += result.stats.generation_tokens
             modelled += result.duration
@@ -56,7 +70,26 @@ def bench(config: EngineConfig, inflight: int, steps: int, temperature: float, t
             "wall_ms_per_step": 1000 * wall / steps, "modelled_ms_per_step": 1000 * modelled / steps}
 
 
+def sim_load(inflight: int, steps: int, runs: int) -> None:
+    config = EngineConfig("sim-8b", max_num_seqs=256, speculative=SpecConfig("draft_model", 4, "sim-1b"))
+    walls = []
+    for run in range(runs):
+        r = bench(config, inflight, steps, 1.0, sim_load=True, warmup=20)
+        walls.append(r["wall_ms_per_step"])
+        print(f"run {run + 1}: {inflight} in flight, wall {r['wall_ms_per_step']:.2f} ms a step, "
+              f"modelled {r['modelled_ms_per_step']:.2f} ms ({r['wall_ms_per_step'] / r['modelled_ms_per_step']:.2f})")
+    print(f"median wall {statistics.median(walls):.2f} ms a step over {runs} runs")
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--inflight", type=int, help="only bench_sim.py's load, at this many in flight")
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--runs", type=int, default=1)
+    a = ap.parse_args()
+    if a.inflight is not None:
+        sim_load(a.inflight, a.steps, a.runs)
+        return
     variants = {"baseline": None, "draft k=4": SpecConfig("draft_model", 4, "sim-1b"),
                 "ngram k=4": SpecConfig("ngram", 4, prompt_lookup_min=2, prompt_lookup_max=4)}
     print(f"{'variant':<11} {'sampling':<14} {'seqs':>5} {'steps/s':>8} {'tok/s':>8} {'wall ms':>8} {'model ms':>9}")
