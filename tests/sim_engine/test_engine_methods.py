@@ -10,7 +10,7 @@ from speclab.model.speculative import dense_schedule
 from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig, SuffixSettings
 from speclab.sim.engine import build_engine
 from speclab.sim.suffix import GlobalTree, _speculate
-from speclab.sim.verify import FlyVerifier, top_k_entropy
+from speclab.sim.verify import FlyVerifier, StandardVerifier, top_k_entropy
 
 from .helpers import CLASSES, add, bundled_items, drain, run_prompts
 
@@ -144,3 +144,31 @@ def test_acceptance_falls_with_temperature_under_greedy_drafting() -> None:
         specs = [f.spec for f in run.finished.values() if f.spec is not None]
         per_class_cold[cls] = 1 + sum(s.accepted for s in specs) / sum(s.steps for s in specs)
     assert max(per_class_cold.values()) - min(per_class_cold.values()) > 0.5, per_class_cold
+
+
+class _FixedView:
+    """A target that gives every draft the same p(x) and samples its bonus from two tokens."""
+
+    def __init__(self, px: float) -> None:
+        self.px = px
+
+    def prob(self, i: int, token: int) -> float:
+        return self.px
+
+    def probs(self, i: int) -> np.ndarray:
+        return np.array([0.5, 0.5])
+
+
+@pytest.mark.parametrize("px", [1.0, 1.0 - 1e-10, 0.999])
+def test_standard_draws_one_uniform_per_draft_whatever_p_is(px: float) -> None:
+    """As vLLM's rejection sampler: a sampled request's step takes one uniform per draft token, so how
+    many draws it takes (and every later draw of that request) does not hang on p(x)'s last bits."""
+    rng = np.random.default_rng(7)
+    verdict = StandardVerifier().verify(_FixedView(px), [1, 1, 1], [None, None, None], False, rng)  # type: ignore[arg-type]
+    reference = np.random.default_rng(7)
+    uniforms = reference.random(3)
+    accepted = next((i for i, u in enumerate(uniforms) if not px >= u), 3)
+    assert verdict.accepted == accepted
+    if accepted == 3:
+        reference.random()  # the bonus token's draw
+        assert rng.random() == reference.random()
