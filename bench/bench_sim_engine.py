@@ -87,6 +87,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--runs", type=int, default=1)
     a = ap.parse_args()
+    if (a.inflight is not None and a.inflight < 1) or a.steps < 1 or a.runs < 1:
+        ap.error("--inflight, --steps and --runs must be at least 1")
     if a.inflight is not None:
         sim_load(a.inflight, a.steps, a.runs)
         return
