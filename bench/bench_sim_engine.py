@@ -70,7 +70,7 @@ def bench(config: EngineConfig, inflight: int, steps: int, temperature: float, t
             "wall_ms_per_step": 1000 * wall / steps, "modelled_ms_per_step": 1000 * modelled / steps}
 
 
-def sim_load(inflight: int, steps: int, runs: int) -> None:
+def run_sim_load(inflight: int, steps: int, runs: int) -> None:
     config = EngineConfig("sim-8b", max_num_seqs=256, speculative=SpecConfig("draft_model", 4, "sim-1b"))
     walls = []
     for run in range(runs):
@@ -90,7 +90,7 @@ def main() -> None:
     if (a.inflight is not None and a.inflight < 1) or a.steps < 1 or a.runs < 1:
         ap.error("--inflight, --steps and --runs must be at least 1")
     if a.inflight is not None:
-        sim_load(a.inflight, a.steps, a.runs)
+        run_sim_load(a.inflight, a.steps, a.runs)
         return
     variants = {"baseline": None, "draft k=4": SpecConfig("draft_model", 4, "sim-1b"),
                 "ngram k=4": SpecConfig("ngram", 4, prompt_lookup_min=2, prompt_lookup_max=4)}

@@ -266,8 +266,7 @@ class FlyVerifier:
             native = [view.argmax(i) == x for i, x in enumerate(drafts)]
         else:
             uniforms = rng.random(gamma)
-            native = [_q_at(qs[i], x) > 0 and float(dists[i][x]) / _q_at(qs[i], x) >= uniforms[i]
-                      for i, x in enumerate(drafts)]
+            native = [accepts(float(dists[i][x]), qs[i], x, float(uniforms[i])) for i, x in enumerate(drafts)]
         for i, x in enumerate(drafts):
             ok = native[i] or (
                 float(dists[i][x]) > 0.0 and _q_at(qs[i], x) > 0.0 and i + self.window < gamma
