@@ -6,8 +6,10 @@ tokens/s, and wall time per step beside modelled time per step: when wall exceed
 server on this host would fall behind its model (clock drift).
 
 ``--inflight N`` steps only the load ``bench_sim.py`` puts on one simulator (sim-8b with a 4-token
-sim-1b draft, its one prompt, T=1, EOS ignored) at N in flight, ``--runs`` times, printing each
-run's wall time per step; ``--steps`` sets the steps a run times after 20 warm-up steps.
+sim-1b draft, its one prompt, 64 tokens, T=1, EOS ignored) at N in flight, ``--runs`` times,
+printing each run's wall time per step; ``--steps`` sets the steps a run times after 20 warm-up
+steps. The garbage collector runs as in the simulator's engine process (``speclab.sim.step_gc``:
+between steps, outside the timed part).
 
     .venv/bin/python bench/bench_sim_engine.py
     .venv/bin/python bench/bench_sim_engine.py --inflight 64 --steps 150 --runs 5
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from speclab.sim.api import EngineConfig, EngineRequest, SamplingParams, SpecConfig
 from speclab.sim.engine import build_engine
+from speclab.sim.step_gc import StepCollector
 
 SIM_BENCH_PROMPT = "Write a long story about a lighthouse keeper."  # bench_sim.py's prompt
 PROMPTS = Path(__file__).resolve().parents[1] / "speclab" / "bundled" / "scenarios" / "prompts"
@@ -37,7 +40,7 @@ def prompts() -> list[list[dict[str, str]]]:
 
 def bench(config: EngineConfig, inflight: int, steps: int, temperature: float, top_p: float = 1.0,
           top_k: int = -1, *, sim_load: bool = False, warmup: int = 5) -> dict[str, float]:
-    """``sim_load``: bench_sim.py's requests (its one prompt, 256 tokens, EOS ignored) instead of the
+    """``sim_load``: bench_sim.py's requests (its one prompt, 64 tokens, EOS ignored) instead of the
     bundled chat prompts at 128 tokens."""
     engine = build_engine(config)
     tok = engine.tokenizer
@@ -50,22 +53,28 @@ def bench(config: EngineConfig, inflight: int, steps: int, temperature: float, t
     def top_up() -> None:
         nonlocal counter
         while len(engine._seqs) < inflight:
-            params = SamplingParams(max_tokens=256 if sim_load else 128, temperature=temperature, top_p=top_p,
+            params = SamplingParams(max_tokens=64 if sim_load else 128, temperature=temperature, top_p=top_p,
                                     top_k=top_k, seed=counter, ignore_eos=sim_load)
             engine.add_request(EngineRequest(str(counter), encoded[counter % len(encoded)], params, 0.0))
             counter += 1
 
     now, tokens, wall, modelled = 0.0, 0, 0.0, 0.0
-    for i in range(steps + warmup):
-        top_up()
-        start = time.perf_counter()
-        result = engine.step(now)
-        elapsed = time.perf_counter() - start
-        if i >= warmup:  # skip the prefill burst
-            wall += elapsed
-            tokens += result.stats.generation_tokens
-            modelled += result.duration
-        now += result.duration
+    collector = StepCollector()
+    collector.start()
+    try:
+        for i in range(steps + warmup):
+            top_up()
+            start = time.perf_counter()
+            result = engine.step(now)
+            elapsed = time.perf_counter() - start
+            collector.after_step()
+            if i >= warmup:  # skip the prefill burst
+                wall += elapsed
+                tokens += result.stats.generation_tokens
+                modelled += result.duration
+            now += result.duration
+    finally:
+        collector.stop()
     return {"steps_per_s": steps / wall, "tokens_per_s": tokens / wall,
             "wall_ms_per_step": 1000 * wall / steps, "modelled_ms_per_step": 1000 * modelled / steps}
 

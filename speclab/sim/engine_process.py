@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import gc
 import os
 import pickle
 import signal
@@ -31,6 +30,7 @@ from typing import Any, BinaryIO
 from . import logs
 from .api import EngineConfig, EngineRequest, MemoryFacts, StepResult, Tokenizer
 from .engine_client import EngineCoreDiedError
+from .step_gc import StepCollector
 from .tokenizer import load_tokenizer
 
 _HEADER = struct.Struct("!I")
@@ -219,8 +219,8 @@ def serve(sock: socket.socket) -> int:
         except Exception as exc:
             sock.sendall(_frame(("error", _portable(exc))))
             return 1
-        gc.collect()
-        gc.freeze()  # the models' tables live as long as the process: the collector skips them
+        collector = StepCollector()
+        collector.start()
         sock.sendall(_frame(("ready", engine.memory, list(engine.notes))))
         while (message := _read_frame(stream)) is not None:
             op = message[0]
@@ -239,6 +239,8 @@ def serve(sock: socket.socket) -> int:
                 sock.sendall(_frame(reply))
             except OSError:
                 return 0  # the server went away mid-step
+            if op == "step" or reply[0] == "error":
+                collector.after_step(failed=reply[0] == "error")
     return 0
 
 
