@@ -1,15 +1,15 @@
 """Python's cyclic garbage collector in the engine process: between steps, never inside one.
 
 Left to itself the collector runs wherever an allocation crosses its threshold, which in the engine
-process is inside a step: measured with bench_sim's load at 64 in flight (sim-8b, a k=4 sim-1b
-draft), 8% of the step loop's time, and a full collection took 11–40 ms each (the sequences' context
-states and the n-gram caches are many small containers), a whole modelled step late. A step makes no
-cyclic garbage (refcounting frees it all), so the engine process turns automatic collection off and
-collects at the end of a step, after its reply is on the wire, in the time the server spends
+process is inside a step. Measured on a step loop at 64 in flight (sim-8b, a k=4 sim-1b draft), its
+passes took 5% of the loop's time and each full collection 11–40 ms, up to a whole modelled step
+late (the sequences' context states and the n-gram caches are many small containers). A step makes
+no cyclic garbage (refcounting frees it all), so the engine process turns automatic collection off
+and collects at the end of a step, after its reply is on the wire, in the time the server spends
 sleeping to the step's modelled end: the young generation once enough has been allocated, and
-everything after a step that raised (a traceback is a cycle) and every ``full_every`` steps, so a
-cycle made on some rare path is still freed. Not when the engine runs out of work: a request that
-arrives then would wait for the collection.
+everything after a step or a request that raised (a traceback is a cycle) and every ``full_every``
+steps, so a cycle made on some rare path is still freed. Not when the engine runs out of work: a
+request that arrives then would wait for the collection.
 """
 
 from __future__ import annotations
