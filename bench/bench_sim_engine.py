@@ -8,8 +8,8 @@ server on this host would fall behind its model (clock drift).
 ``--inflight N`` steps only the load ``bench_sim.py`` puts on one simulator (sim-8b with a 4-token
 sim-1b draft, its one prompt, 64 tokens, T=1, EOS ignored) at N in flight, ``--runs`` times,
 printing each run's wall time per step; ``--steps`` sets the steps a run times after 20 warm-up
-steps. The garbage collector runs as in the simulator's engine process (``speclab.sim.step_gc``:
-between steps, outside the timed part).
+steps. In both modes the garbage collector runs as in the simulator's engine process
+(``speclab.sim.step_gc``: between steps, outside the timed part).
 
     .venv/bin/python bench/bench_sim_engine.py
     .venv/bin/python bench/bench_sim_engine.py --inflight 64 --steps 150 --runs 5

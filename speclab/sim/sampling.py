@@ -108,11 +108,6 @@ def acceptance_probability(p: FloatArray, q: FloatArray | None, token: int) -> f
     return px / qx
 
 
-def accept_draft(p: FloatArray, q: FloatArray | None, token: int, rng: np.random.Generator) -> bool:
-    """Rejection test for one draft token: one uniform drawn, as vLLM draws one per draft token."""
-    return accepts(float(p[token]), q, token, float(rng.random()))
-
-
 def accepts(px: float, q: FloatArray | None, token: int, uniform: float) -> bool:
     """vLLM's test for draft token x given p(x) and its uniform: q(x) > 0 and p(x) / q(x) >= uniform.
 

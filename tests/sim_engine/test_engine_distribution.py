@@ -9,7 +9,7 @@ import numpy as np
 from speclab.sim.api import EngineConfig, SamplingParams, SpecConfig
 from speclab.sim.engine import build_engine
 from speclab.sim.lm import load_lm
-from speclab.sim.sampling import accept_draft, adjust, residual, sample
+from speclab.sim.sampling import accepts, adjust, residual, sample
 
 from .helpers import add, drain
 
@@ -47,7 +47,7 @@ def test_verification_step_reproduces_target_distribution() -> None:
     for _ in range(12000):
         d = sample(q, rng)
         draft_counts[d] = draft_counts.get(d, 0) + 1
-        token = d if accept_draft(p, q, d, rng) else sample(residual(p, q, d), rng)
+        token = d if accepts(float(p[d]), q, d, float(rng.random())) else sample(residual(p, q, d), rng)
         counts[token] = counts.get(token, 0) + 1
     stat, crit = chi_square(counts, p)
     assert stat < crit, (stat, crit)
