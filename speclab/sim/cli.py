@@ -238,6 +238,11 @@ def parse_args(argv: list[str]) -> ServerArgs:
     not_modelled = [flag for flag in OTHER_KNOWN if getattr(ns, _not_modelled_dest(flag), None) is not None]
     if ns.distributed_executor_backend is not None:  # TP x PP is modelled; where vLLM puts the workers is not
         not_modelled.append("--distributed-executor-backend")
+    if ns.async_scheduling:  # the step model schedules each step after the previous one has returned
+        not_modelled.append("--async-scheduling")
+    # The model's tokenizer and its data are the simulator's own, whatever these name.
+    not_modelled += [flag for flag, value in (("--tokenizer", ns.tokenizer), ("--revision", ns.revision))
+                     if value is not None]
     return ServerArgs(
         engine=engine,
         host=ns.host,

@@ -10,8 +10,10 @@ marker, so ``Tokyo`` after a quote copies `` Tokyo`` from the prompt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import zipfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -285,21 +287,22 @@ def encoded_corpus(tokenizer_dir: Path) -> tuple[IntArray, IntArray]:
     cached = _cache_dir() / f"corpus-{digest.hexdigest()[:20]}.npz"
     if cached.exists():
         try:
-            with np.load(cached) as data:
+            with open(cached, "rb") as f, np.load(f) as data:  # opened here: np.load leaks a file it cannot read
                 return data["tokens"].astype(np.int64), data["offsets"].astype(np.int64)
-        except (OSError, ValueError, KeyError):
-            pass
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            pass  # a cache file cut short (a full disk, a killed process): tokenized again below
     encoded = tokenizer.backend.encode_batch([_render(c, tokenizer) for c in load_corpus()], add_special_tokens=False)
     lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     tokens = np.fromiter((t for e in encoded for t in e.ids), dtype=np.int64)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp.npz")
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez(tmp, tokens=tokens.astype(np.int32), offsets=offsets)
         os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only home only costs start-up time
+    except OSError:  # a read-only or full disk only costs start-up time
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return tokens, offsets
 
 

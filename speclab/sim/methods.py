@@ -37,12 +37,14 @@ def build_drafting(spec: SpecConfig, target_name: str, target: SimLM, max_model_
     """The drafter for ``spec`` on ``target``; SimStartupError for a method the simulator does not model."""
     probabilistic = spec.draft_sample_method == "probabilistic"
     method = spec.method
+    one_hot = ([f"draft_sample_method 'probabilistic' has no draft distribution to sample with method "
+                f"{method!r}: its drafts are deterministic, verified as one-hot"] if probabilistic else [])
     if method in ("ngram", "ngram_gpu"):
         lo = spec.prompt_lookup_min or 5
         hi = spec.prompt_lookup_max or lo
-        return Drafting(NgramProposer(lo, hi))
+        return Drafting(NgramProposer(lo, hi), notes=one_hot)
     if method == "suffix":
-        return Drafting(SuffixProposer(spec.suffix, target.vocab_size, max_model_len))
+        return Drafting(SuffixProposer(spec.suffix, target.vocab_size, max_model_len), notes=one_hot)
     if method in HEAD_METHODS:
         head = load_head(method, target_name)
         shape = eagle_head(MODEL_SHAPES[target_name], method)
@@ -59,6 +61,8 @@ def build_drafting(spec: SpecConfig, target_name: str, target: SimLM, max_model_
         shape = MODEL_SHAPES[spec.model]
         if draft.tokenizer.backend.get_vocab() == target.tokenizer.backend.get_vocab():
             return Drafting(DraftModelProposer(draft, probabilistic=probabilistic), shape)
-        return Drafting(MisalignedDraftProposer(draft, target.tokenizer), shape)
+        notes = [f"draft_sample_method 'probabilistic' is not modelled for {spec.model!r}, whose tokenizer is not "
+                 f"{target_name}'s: its drafts are greedy, re-tokenized text"] if probabilistic else []
+        return Drafting(MisalignedDraftProposer(draft, target.tokenizer), shape, notes=notes)
     raise SimStartupError(f"speculative method {method!r} is not modelled by the simulator "
                           f"(modelled: {', '.join(MODELLED_METHODS)})")

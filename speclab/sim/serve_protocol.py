@@ -79,8 +79,26 @@ def _structured(body: dict[str, Any], chat: bool, warnings: list[str]) -> Gramma
     return spec
 
 
-def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len: int,
-                  speculative: bool, server_stream_interval: int, force_usage: bool) -> ParsedRequest:
+# Sampling fields vLLM acts on and the simulator's models do not, with the value that changes nothing
+# (as is null): another value is served as if it were that one, with a warning in the server's log.
+NOT_MODELLED_FIELDS: dict[str, Any] = {
+    "logprobs": False, "top_logprobs": 0, "prompt_logprobs": None, "presence_penalty": 0, "frequency_penalty": 0,
+    "repetition_penalty": 1, "min_tokens": 0, "min_p": 0, "logit_bias": {}, "bad_words": [], "allowed_token_ids": None,
+}
+
+
+def _not_modelled(body: dict[str, Any]) -> list[str]:
+    def acts(key: str, value: Any) -> bool:  # logprobs=0 asks for the sampled token's: only false is neutral
+        return value is not False if key == "logprobs" else value != NOT_MODELLED_FIELDS[key]
+
+    return [f"{key}={body[key]!r} is accepted but not modelled by speclab-sim: the output ignores it"
+            for key in NOT_MODELLED_FIELDS if body.get(key) is not None and acts(key, body[key])]
+
+
+def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len: int, speculative: bool,
+                  server_stream_interval: int, force_usage: bool, priority_scheduling: bool = False) -> ParsedRequest:
+    """The request's engine inputs, refused as vLLM 0.33 refuses them (``RequestError``: HTTP 400);
+    ``priority_scheduling``: the server runs ``--scheduling-policy priority``."""
     if not isinstance(body, dict):
         raise RequestError("request body must be a JSON object")
     warnings = [f"The {key} parameter was removed in v0.12.0 and is ignored; use structured_outputs"
@@ -154,6 +172,10 @@ def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len:
     include_usage = bool(opts.get("include_usage")) or force_usage
     continuous = include_usage and (bool(opts.get("continuous_usage_stats")) or force_usage)
     interval = max(server_stream_interval, _num(body, "stream_interval", 1, int))
+    priority = _num(body, "priority", 0, int)
+    if priority != 0 and not priority_scheduling:
+        raise RequestError(f"Got priority {priority} but Priority scheduling is not enabled.", param="priority")
+    warnings += _not_modelled(body)
     sampling = SamplingParams(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         stop=list(stop), stop_token_ids=list(stop_ids), ignore_eos=bool(body.get("ignore_eos", False)),
@@ -163,7 +185,7 @@ def parse_request(body: Any, *, chat: bool, tokenizer: Tokenizer, max_model_len:
         chat=chat, prompt_ids=prompt_ids, sampling=sampling, stream=stream, include_usage=include_usage,
         continuous_usage=continuous, return_token_ids=bool(body.get("return_token_ids", False)),
         include_stop_str=bool(body.get("include_stop_str_in_output", False)), stream_interval=interval,
-        priority=_num(body, "priority", 0, int), warnings=warnings,
+        priority=priority, warnings=warnings,
     )
 
 

@@ -148,7 +148,8 @@ class SimServer:
             parsed = parse_request(body, chat=chat, tokenizer=self.engine.tokenizer,
                                    max_model_len=self.max_model_len, speculative=self.speculative,
                                    server_stream_interval=self.args.stream_interval,
-                                   force_usage=self.args.enable_force_include_usage)
+                                   force_usage=self.args.enable_force_include_usage,
+                                   priority_scheduling=self.args.engine.scheduling_policy == "priority")
         except RequestError as exc:
             return _json(exc.body(), exc.status)
         for warning in parsed.warnings:

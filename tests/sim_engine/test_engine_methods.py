@@ -45,10 +45,22 @@ def test_the_schedule_sizes_each_steps_drafts_by_the_previous_batch() -> None:
         if stats.spec_drafts:
             assert stats.spec_draft_tokens <= k * stats.spec_drafts
             seen.add(k)
-        else:
-            assert k == 0 or stats.spec_drafts == 0
+        else:  # drafted nothing: the schedule's k was 0, or every request in the step was prefilling
+            assert k == 0 or (stats.prompt_tokens > 0 and stats.iteration_tokens == stats.prompt_tokens)
         previous = engine._last_batch
     assert seen == {2, 4}  # 8 running draft nothing; the tail drafts 2, then 4 alone
+
+
+@pytest.mark.parametrize(("spec", "needle"), [
+    (SpecConfig("draft_model", 3, "sim-1b-misaligned", draft_sample_method="probabilistic"), "greedy"),
+    (SpecConfig("ngram", 3, draft_sample_method="probabilistic"), "deterministic"),
+    (SpecConfig("suffix", 3, draft_sample_method="probabilistic"), "deterministic"),
+])
+def test_probabilistic_drafting_is_noted_where_the_drafter_has_no_distribution(spec: SpecConfig, needle: str) -> None:
+    notes = build_engine(EngineConfig("sim-8b", speculative=spec)).notes
+    assert any("probabilistic" in n and needle in n for n in notes), notes
+    greedy = SpecConfig(spec.method, 3, spec.model)
+    assert not any("probabilistic" in n for n in build_engine(EngineConfig("sim-8b", speculative=greedy)).notes)
 
 
 def test_synthetic_rates_set_the_acceptance_whatever_the_draft() -> None:

@@ -35,6 +35,10 @@ def test_not_modelled_flags_are_reported() -> None:
     a = parse_args(["sim-8b", "--enable-prefix-caching", "--block-size", "32"])
     assert a.not_modelled == ["--block-size", "--enable-prefix-caching"] or set(a.not_modelled) == {
         "--block-size", "--enable-prefix-caching"}
+    # Flags the simulator parses itself but does not act on are reported too.
+    b = parse_args(["sim-8b", "--tokenizer", "org/tok", "--revision", "abc", "--async-scheduling"])
+    assert set(b.not_modelled) == {"--tokenizer", "--revision", "--async-scheduling"}
+    assert parse_args(["sim-8b", "--no-async-scheduling"]).not_modelled == []
 
 
 def test_spec_config_mirrors_lookup_bounds() -> None:

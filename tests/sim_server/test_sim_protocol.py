@@ -51,6 +51,26 @@ def test_rejections(body: dict[str, Any], needle: str) -> None:
         parse(body, spec=True)
 
 
+def test_sampling_fields_the_models_ignore_are_warned_and_neutral_values_are_not() -> None:
+    warned = parse({"prompt": "a", "logprobs": 0, "presence_penalty": 1.5, "min_p": 0.1, "logit_bias": {"5": 3},
+                    "min_tokens": 4}).warnings
+    assert [w.split("=")[0] for w in warned] == ["logprobs", "presence_penalty", "min_tokens", "min_p", "logit_bias"]
+    assert all("not modelled by speclab-sim" in w for w in warned)
+    neutral = {"logprobs": False, "top_logprobs": 0, "presence_penalty": 0, "repetition_penalty": 1.0,
+               "logit_bias": {}, "prompt_logprobs": None, "min_p": 0.0}
+    assert parse({"prompt": "a", **neutral}).warnings == []
+
+
+def test_priority_needs_the_priority_policy_as_in_vllm() -> None:
+    with pytest.raises(RequestError) as info:
+        parse({"prompt": "a", "priority": 3})
+    assert info.value.body()["error"]["message"] == "Got priority 3 but Priority scheduling is not enabled."
+    assert parse({"prompt": "a", "priority": 0}).priority == 0
+    assert parse_request({"prompt": "a", "priority": -2}, chat=False, tokenizer=TOK, max_model_len=100,
+                         speculative=False, server_stream_interval=1, force_usage=False,
+                         priority_scheduling=True).priority == -2
+
+
 def test_structured_refusals_carry_vllms_param_and_ignored_keys_are_warned() -> None:
     with pytest.raises(RequestError) as info:
         parse({"prompt": "a", "response_format": {"type": "json_schema"}})
