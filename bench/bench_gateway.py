@@ -35,14 +35,10 @@ from speclab.model.lab import load_lab
 from speclab.model.records import RequestRecord
 from speclab.model.scenario import Scenario
 from speclab.traffic.client import Target, run_request
+from speclab.traffic.health import percentile
 from speclab.traffic.schedule import PlannedRequest, build_plan
 
 TIMEOUT = aiohttp.ClientTimeout(total=120, sock_read=60)
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
 def request(tenant: str, max_tokens: int) -> PlannedRequest:
@@ -67,8 +63,8 @@ async def overhead(gateway_url: str, direct_url: str, model: str, n: int) -> Non
     for name, get in (("ttft", lambda r: r.ttft), ("e2e", lambda r: r.e2e)):
         a = [1000 * get(r) for r in direct if r.ok]
         b = [1000 * get(r) for r in via if r.ok]
-        print(f"overhead {name}: direct p50 {pct(a, 50):.2f} ms p99 {pct(a, 99):.2f} ms | through HAProxy "
-              f"p50 {pct(b, 50):.2f} ms p99 {pct(b, 99):.2f} ms | ratio p50 {pct(b, 50) / pct(a, 50):.3f}")
+        print(f"overhead {name}: direct p50 {percentile(a, 50):.2f} ms p99 {percentile(a, 99):.2f} ms | through HAProxy "
+              f"p50 {percentile(b, 50):.2f} ms p99 {percentile(b, 99):.2f} ms | ratio p50 {percentile(b, 50) / percentile(a, 50):.3f}")
 
     def gaps(records: list[RequestRecord]) -> list[float]:
         """Mean gap between the socket reads that carried tokens, per response."""
@@ -139,7 +135,7 @@ async def main() -> None:
                     await controller.set("B", "k4", who="bench")
                     await controller.weight({"k4": 50}, who="bench")
                     applied.append(1000 * float((await controller.rollback(who="bench")).data["applied_s"]))
-                print(f"rollback over the socket ({args.reps} times): p50 {pct(applied, 50):.2f} ms, "
+                print(f"rollback over the socket ({args.reps} times): p50 {percentile(applied, 50):.2f} ms, "
                       f"max {max(applied):.2f} ms")
             finally:
                 await controller.close()

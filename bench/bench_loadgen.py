@@ -297,6 +297,8 @@ def main() -> None:
     if unknown or not rates or any(r <= 0 for r in rates) or args.duration <= 0 or args.repeat < 1:
         parser.error(f"--clients: speclabN, baseN, uvloop or asyncio (got {', '.join(unknown) or 'none'}); "
                      "--rates, --duration and --repeat must be positive")
+    if args.base_src is None and any(c.startswith("base") for c in clients):
+        parser.error("--clients baseN: --base-src names the source tree they run")
     server = ServerConfig(args.ttft_ms, args.itl_ms, args.tokens)
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="bench-loadgen-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -304,6 +306,7 @@ def main() -> None:
     loads: list[float] = []
     speeds: list[float] = []
     began = time.monotonic()
+    failure = None  # what stopped the runs early: the rows measured before it are still reported
     try:
         for rate in rates:
             work = Workload(rate, args.duration, args.seed, args.endpoint, args.tokens, args.prompt_words)
@@ -316,9 +319,18 @@ def main() -> None:
                 print(f"  {client} at {rate:g}/s: error p99 {_f(row.err_p99_ms)} ms, "
                       f"{_f(row.cpu_per_1000, 2)} CPU-s/1k, {row.reached}/{row.planned} sent, exit {row.exit_code}",
                       file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        failure = "interrupted"
+    except (RuntimeError, OSError) as exc:
+        failure = f"{type(exc).__name__}: {exc}"
     finally:
-        if args.keep is None:
+        if args.keep is None and failure is None:
             shutil.rmtree(workdir, ignore_errors=True)
+    if failure is not None:
+        print(f"bench_loadgen: stopped after {len(rows)} runs: {failure} (logs and recordings kept in {workdir})",
+              file=sys.stderr)
+        if not rows:
+            raise SystemExit(1)
     speeds.append(host_speed())
     print_table(rows, Workload(rates[0], args.duration, args.seed, args.endpoint, args.tokens, args.prompt_words),
                 server, loads, speeds)
@@ -335,7 +347,10 @@ def main() -> None:
                    for r in combined if r.client != "uvloop" and (base := by.get(("uvloop", r.rate))) is not None
                    for met in [meets_targets(r, base)]]
         args.json.write_text(json.dumps({"host_speed_us": speeds, "load_1min": loads, "rows": [asdict(r) for r in rows],
-                                         "medians": [asdict(r) for r in combined], "targets": targets}, indent=1))
+                                         "medians": [asdict(r) for r in combined], "targets": targets,
+                                         "stopped_early": failure}, indent=1))
+    if failure is not None:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,15 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 
 
+class BenchError(RuntimeError):
+    """The simulator answered something a healthy one does not."""
+
+
+def _check(r: aiohttp.ClientResponse, what: str) -> None:
+    if r.status != 200:
+        raise BenchError(f"{r.url.host}:{r.url.port} answered HTTP {r.status} to {what}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,6 +74,7 @@ async def drift_sampler(url: str, out: list[float], stop: asyncio.Event) -> None
     async with aiohttp.ClientSession() as s:
         while not stop.is_set():
             async with s.get(url + "/metrics") as r:
+                _check(r, "GET /metrics")
                 for line in (await r.text()).splitlines():
                     if line.startswith("speclab_sim_clock_drift_seconds "):
                         out.append(float(line.split()[1]))
@@ -75,6 +85,7 @@ async def worker(s: aiohttp.ClientSession, url: str, body: dict[str, object], de
                  totals: list[int]) -> None:
     while time.perf_counter() < deadline:
         async with s.post(url + "/v1/completions", json=body) as r:
+            _check(r, "POST /v1/completions")
             async for raw in r.content:
                 line = raw.decode().strip()
                 if line.startswith("data: {") and '"usage"' in line:
@@ -187,4 +198,9 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        raise SystemExit("bench_sim: interrupted; the rows printed above were measured") from None
+    except (BenchError, aiohttp.ClientError, OSError) as exc:
+        raise SystemExit(f"bench_sim: {type(exc).__name__}: {exc}; the rows printed above were measured") from None

@@ -1,7 +1,7 @@
 """A recording's prompts table: each distinct prompt once, so request records can keep a reference.
 
-``prompts.jsonl`` has one line per prompt the run could send: ``{"ref", "sha256", "class",
-"endpoint", "prompt" | "messages", "schema"}``. Records name a line by ``ref`` (and carry its
+``prompts.jsonl`` has one line per prompt the run could send: ``{"ref"[, "id"], "sha256", "class",
+"endpoint", "prompt" | "messages", "schema"}`` (``id``: the prompts file's name for the line). Records name a line by ``ref`` (and carry its
 ``sha256``); refire and compare resolve it here. Recordings made before the table existed carried
 the text in every record, and still resolve from there.
 """

@@ -50,8 +50,9 @@ from .shapes import MODEL_SHAPES
 from .timing import StepTimeModel, StepWork, attention_pairs
 from .tokenizer import SimTokenizer, model_dir
 from .verify import StandardVerifier, TargetView, Verdict, Verifier, build_verifier
+from .wire_faults import ENGINE_FAULTS
 
-KNOWN_FAULTS = ("lossy_verifier", "sampling_drift", "json_corruption", "runaway")
+KNOWN_FAULTS = tuple(ENGINE_FAULTS)
 GRAMMAR_BACKENDS = ("auto", "guidance", "xgrammar", "outlines", "lm-format-enforcer")
 
 

@@ -116,11 +116,6 @@ class NgramCounts:
         cnt = np.concatenate(self.follow_cnt[1:]) if self.order > 1 else np.zeros(0)
         return table, row_of, tok, cnt
 
-    def deepest(self, context: Sequence[int]) -> tuple[int, int]:
-        """(n, id) of the longest suffix of ``context`` (up to order-1 tokens) seen with a follower."""
-        chain = self.chain(context)
-        return chain[-1] if chain else (0, 0)
-
     def chain(self, context: Sequence[int]) -> tuple[tuple[int, int], ...]:
         """(level, id) of every suffix of ``context`` seen with a follower, shortest first (memoised)."""
         key = tuple(context[-(self.order - 1):]) if self.order > 1 else ()

@@ -215,7 +215,7 @@ class HealthMonitor:
         while True:
             await asyncio.sleep(TICK_S)
             wall = clock()
-            self._loop_lags.append(max(0.0, wall - expected))
+            self.note_loop_lag(max(0.0, wall - expected))
             expected = wall + TICK_S
             now = wall - run_start
             if self._on_tick is not None:

@@ -144,8 +144,8 @@ class Plan:
         for cls in self.classes:
             for item in cls.items:
                 asked: dict[str, Any] = {k: item[k] for k in ("prompt", "messages") if k in item}
-                yield {"ref": item["ref"], "sha256": item["sha256"], "class": cls.name, "endpoint": cls.endpoint,
-                       **asked, "schema": item.get("schema")}
+                yield {"ref": item["ref"], **({"id": item["id"]} if "id" in item else {}), "sha256": item["sha256"],
+                       "class": cls.name, "endpoint": cls.endpoint, **asked, "schema": item.get("schema")}
 
     def _total_weight(self) -> float:
         return sum(c.weight for c in self.classes)
@@ -233,13 +233,6 @@ class RateFunction:
         for a, b in zip(self.segments, self.segments[1:], strict=False):
             masses.append(masses[-1] + a.mass(b.start - a.start))
         return masses
-
-    def rate_at(self, tau: float) -> float:
-        seg = self.segments[0]
-        for s in self.segments:
-            if s.start <= tau:
-                seg = s
-        return seg.rate + seg.slope * (tau - seg.start)
 
     def time_at(self, mass: float) -> float:
         """Active time τ at which the integrated rate reaches ``mass``."""
@@ -360,6 +353,8 @@ def _class_plan(scenario: Scenario, name: str) -> ClassPlan:
     items: list[dict[str, Any]] = []
     for position, item in enumerate(spec.items()):
         entry: dict[str, Any] = {"ref": f"{name}/{position}"}
+        if item.id is not None:  # the prompts file's own name for the line, kept beside the ref
+            entry["id"] = item.id
         if item.messages is not None:
             entry["messages"] = item.as_messages()
         else:

@@ -87,7 +87,7 @@ def test_toml_syntax_error_has_line_and_column(tmp_path: Path) -> None:
 def test_prompts_file_relative_to_scenario_with_class_filter(tmp_path: Path) -> None:
     (tmp_path / "p").mkdir()
     lines = [
-        {"messages": [{"role": "user", "content": "q1"}], "class": "qa", "max_tokens": 9},
+        {"messages": [{"role": "user", "content": "q1"}], "class": "qa", "max_tokens": 9, "id": "capital-fr"},
         {"prompt": "other", "class": "tool"},
         {"prompt": "q2", "schema": {"type": "object"}},
     ]
@@ -98,6 +98,8 @@ def test_prompts_file_relative_to_scenario_with_class_filter(tmp_path: Path) -> 
     items = scenario.classes["qa"].items()
     assert [i.as_text() for i in items] == ["q1", "q2"]
     assert items[0].max_tokens == 9 and items[1].schema_ == {"type": "object"}
+    table = list(build_plan(scenario).prompt_items())  # what the recording's prompts.jsonl holds
+    assert [(t["ref"], t.get("id")) for t in table] == [("qa/0", "capital-fr"), ("qa/1", None)]
 
 
 def test_prompts_file_errors_have_line_numbers(tmp_path: Path) -> None:
