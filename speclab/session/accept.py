@@ -27,7 +27,7 @@ from speclab.gates.junit import write_junit
 from speclab.gates.result import StageResult
 from speclab.gates.stages import CANARY, STAGE_ORDER, spec
 from speclab.metrics.aggregator import Aggregator
-from speclab.model.errors import InputError, ServerNotReadyError
+from speclab.model.errors import InputError, ServerNotReadyError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.gates import load_gates
 from speclab.model.lab import load_lab
@@ -276,6 +276,9 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
             reason = "every stage passed" if code == ExitCode.OK else "; ".join(r.summary for r in failed)
     except ServerNotReadyError as error:
         code, reason, skipped_reason = ExitCode.SERVER_NOT_READY, str(error), "not run: a server never became ready"
+        say(f"error: {error}")
+    except SpeclabError as error:  # a stage that cannot go on: the stages before it are still reported
+        code, reason, skipped_reason = error.exit_code, str(error), f"not run: {error}"
         say(f"error: {error}")
     except asyncio.CancelledError:
         await _cancel(task)

@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import shutil
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -34,14 +33,19 @@ from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S
 from speclab.model.records import Event, RequestRecord
 from speclab.model.snapshot import Snapshot
+from speclab.recording.writer import RecordingWriter
 from speclab.traffic.client import Target
-from speclab.traffic.runner import TrafficRunner
+from speclab.traffic.cluster import make_runner
 from speclab.traffic.schedule import build_plan
 from speclab.traffic.tenants import split_among_tenants
+from speclab.traffic.wall_plan import wall_plan
 
 from .accept_context import STAGE_CLOSE_DELAY_S, STAGE_RETAIN_INTERVALS, AcceptContext
+from .canary_recording import canary_recorder
 
 WHO = "speclab accept (canary)"
+# Every load stage (here and in accept_load) lets in-flight requests drain this long (modelled
+# seconds: stretched by the simulators' time scale) when cancelled, then cancels them.
 DRAIN_ON_CANCEL_S = 1.0
 
 
@@ -66,19 +70,28 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
                      simulated=ctx.engine.simulated, close_delay_s=STAGE_CLOSE_DELAY_S,
                      retain_intervals=STAGE_RETAIN_INTERVALS, store=SpilledIntervalStore())
     tally, watched, backends = CanaryTally(INTERVAL_S), CanaryWatchTally(ctx.baseline), Counter[str]()
-    run_start = time.monotonic()
+    scale, clock = ctx.time_scale, ctx.clock
+    recorder: RecordingWriter | None = None
+    run_start = clock()
+
+    def model_now() -> float:
+        return scale.to_model(clock() - run_start)
 
     def on_records(records: list[RequestRecord]) -> None:
+        scale.ingest(records)  # wall -> modelled seconds
         relabelled = [dataclasses.replace(r, variant=r.backend or "unrouted") for r in records]
         ctx.add_records(relabelled)
         agg.add_records(relabelled)
-        agg.tick(time.monotonic() - run_start)
+        agg.tick(model_now())
+        if recorder is not None:
+            recorder.write_records(relabelled)
+            recorder.write_closed_intervals(agg)
         tally.add(relabelled)
         watched.add(relabelled)
         backends.update(r.variant for r in relabelled)
 
     try:
-        controller = await gw.controller(clock=lambda: time.monotonic() - run_start, sinks=[events.append])
+        controller = await gw.controller(clock=model_now, sinks=[events.append])
         try:
             change = await controller.weight(shares, who=WHO)
         finally:
@@ -90,12 +103,18 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
         baseline = ctx.servers[lab.baseline]
         target = Target(variant="gateway", base_url=gw.url, model=baseline.model_name or "",
                         headers=dict(baseline.headers))
-        runner = TrafficRunner(plan, {"gateway": target}, workers=1, run_start=run_start, on_records=on_records)
+        # The same runner as the other load stages: the plan in wall time under the simulators' S, on
+        # --workers local processes or on --cluster, recorded with --record.
+        runner = make_runner(wall_plan(plan, scale.s), {"gateway": target}, cluster=ctx.cluster, workers=ctx.workers,
+                             run_start=run_start, on_records=on_records, health_interval_s=scale.to_wall(INTERVAL_S))
+        recorder = canary_recorder(ctx, plan, command="accept (canary through the gateway)")
         try:
             await runner.start()
             summary = await runner.finished
         except asyncio.CancelledError:
-            await runner.stop(DRAIN_ON_CANCEL_S)
+            await runner.stop(scale.to_wall(DRAIN_ON_CANCEL_S))
+            if recorder is not None:
+                recorder.close({"status": "interrupted"}, end_s=model_now())
             raise
         for error in summary.errors:
             ctx.say(f"  canary: traffic: {error}")
@@ -104,7 +123,10 @@ async def gateway_canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapsho
         gw.files.socket.unlink(missing_ok=True)
         if report_dir is None:
             shutil.rmtree(directory, ignore_errors=True)
-    now = time.monotonic() - run_start
+    now = model_now()
+    if recorder is not None:
+        recorder.write_closed_intervals(agg)
+        recorder.close({"status": "complete"}, end_s=now)
     result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, tally, INTERVAL_S)
     watch = watch_canary(watched, ctx.baseline, events, max_structured_pct=ctx.profile.structured.max_failure_rate_pct,
                          max_p99_ratio=ctx.profile.latency.max_p99_ratio, max_spike_points=settings.max_spike_points,

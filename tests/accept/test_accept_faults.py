@@ -8,7 +8,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
+from speclab.session import accept_stages
 from speclab.session.accept import AcceptOptions, run_accept_stages
 
 
@@ -92,3 +96,16 @@ async def test_the_markdown_report_shows_structured_failure_examples_and_the_fal
     markdown = (tmp_path / "report.md").read_text()
     assert "    - k4 tool_call failures:" in markdown and "      - structured-tool_call-0-k4: invalid: '" in markdown
     assert "  - fallback: route tool_call from k4 to the baseline 'baseline'" in markdown
+
+
+async def test_a_stage_that_cannot_go_on_keeps_the_stages_before_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def refuse(ctx: Any) -> Any:
+        raise InputError("gateway: the controller refused the change (a test's)")
+
+    monkeypatch.setitem(accept_stages.RUNNERS, "golden", accept_stages.StageRunner(refuse))
+    code, report, text = await _accept(tmp_path, "labs/default.toml", stages=("tokenizer_alignment", "golden"))
+    assert code == ExitCode.BAD_INPUT, text
+    assert "error: gateway: the controller refused the change (a test's)" in text
+    assert _gate(report, "tokenizer_alignment")["status"] == "passed"  # measured before the failure: kept
+    assert _gate(report, "golden")["status"] == "skipped" and report["exit"]["code"] == int(ExitCode.BAD_INPUT)
+    assert (tmp_path / "junit.xml").exists()

@@ -15,6 +15,7 @@ import pytest
 from speclab.gateway import config
 from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
+from speclab.recording.reader import read_recording
 from speclab.session.accept import AcceptOptions, run_accept_stages
 from tests.gateway.conftest import haproxy_or_skip
 
@@ -32,12 +33,12 @@ def _lab(tmp_path: Path, faults: str = "") -> Path:
     return path
 
 
-async def _accept(tmp_path: Path, lab: Path) -> tuple[ExitCode, dict[str, Any], str]:
+async def _accept(tmp_path: Path, lab: Path, **options: Any) -> tuple[ExitCode, dict[str, Any], str]:
     haproxy_or_skip()
     out = io.StringIO()
     before = {p.pid for p in psutil.process_iter()}
     code = await run_accept_stages(AcceptOptions(lab=str(lab), engine="sim", report_dir=tmp_path / "report",
-                                                 stages=("canary",)), out=out)
+                                                 stages=("canary",), **options), out=out)
     leaked = [p for p in psutil.process_iter(["pid", "cmdline"]) if p.pid not in before
               and any(str(tmp_path) in part or "haproxy" in part for part in (p.info["cmdline"] or []))]
     assert leaked == [], leaked
@@ -46,8 +47,13 @@ async def _accept(tmp_path: Path, lab: Path) -> tuple[ExitCode, dict[str, Any], 
 
 
 async def test_the_canary_runs_through_the_gateway_with_the_configured_share(tmp_path: Path) -> None:
-    code, gate, text = await _accept(tmp_path, _lab(tmp_path))
+    # Under a time scale and --record, as the other load stages run: the recording is the canary's.
+    code, gate, text = await _accept(tmp_path, _lab(tmp_path), record_path=tmp_path / "rec", time_scale=2.0)
     assert code == ExitCode.OK, text
+    recording = read_recording(tmp_path / "rec")
+    assert recording.complete and recording.manifest["time_scale"] == 2.0
+    assert len(recording.records) == 2 * 48 and {r.variant for r in recording.records} <= {"baseline", "k4"}
+    assert f"recording (canary run): {tmp_path / 'rec'}" in text
     metrics = gate["metrics"]
     assert metrics["through_gateway"] is True and metrics["shares"] == {"k4": 30} and metrics["tenants"] == ["C"]
     backends = metrics["backends"]
