@@ -10,9 +10,13 @@ import click
 import pytest
 
 from speclab.cli.main import cli
+from speclab.model.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+
+# Where each page lists the exit codes: "START ... 0 ok · 1 internal error · ... · 130 interrupted".
+EXIT_CODE_LISTS = {"README.md": "Exit codes: ", "docs/measurements.md": "`speclab/model/exit_codes.py` (`ExitCode`"}
 
 # Commands the docs may name before they exist; a page that names one must say it is planned.
 PLANNED: set[str] = set()  # commands docs may name before they exist, on a page saying "planned"
@@ -122,3 +126,17 @@ def test_the_command_scan_sees_commands() -> None:
     """Guard the scanner itself: the README's command table must yield the commands it lists."""
     named = _commands(ROOT / "README.md")
     assert {"lab", "run", "accept", "replay", "compare", "validate"} <= named
+
+
+def _exit_codes_listed(text: str, start: str) -> list[int]:
+    """The codes of the paragraph that begins with ``start``, as its "N name · N name" items give them."""
+    paragraph = text[text.index(start):].split("\n\n")[0]
+    items = paragraph.split("·")
+    items[0] = items[0].rsplit(": ", 1)[-1]
+    return [int(m.group(1)) for item in items if (m := re.match(r"\s*(\d+) [a-z]", item))]
+
+
+@pytest.mark.parametrize(("page", "start"), EXIT_CODE_LISTS.items())
+def test_every_exit_code_is_listed_once_in_order(page: str, start: str) -> None:
+    listed = _exit_codes_listed((ROOT / page).read_text(encoding="utf-8"), start)
+    assert listed == [int(code) for code in ExitCode], f"{page} lists exit codes {listed}; ExitCode has {list(map(int, ExitCode))}"

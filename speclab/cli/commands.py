@@ -90,6 +90,8 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
     from speclab.ui.app import create_app
 
     lab, scenario_name = lab_positionals(lab_name, scenario, bool(opts.get("attach")))
+    if opts.get("report_dir") is not None and opts.get("no_record"):
+        raise InputError("lab: --report is built from the lab's recording when it closes; drop --no-record")
     if opts.get("record_path") is None and not opts.get("no_record"):
         opts = {**opts, "record_path": default_recording()}
     options = run_options(scenario_name, opts, lab=opts.get("lab_name_opt") or lab)
@@ -111,6 +113,13 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
         raise app.source_error  # e.g. a server never became ready: one line and its exit code
     for line in lab_summary(session):
         click.echo(line)
+    if options.report_dir is not None and options.record_path is not None:
+        from speclab.headless.recording_report import write_recording_report
+        from speclab.recording.reader import Recording
+
+        for path in write_recording_report(Recording.open(options.record_path), Path(options.report_dir),
+                                           command="lab"):
+            click.echo(f"report: {path}")
     return int(app.return_code or 0)
 
 
@@ -134,7 +143,7 @@ def show_lab(lab_name: str, engine: str) -> int:
     from speclab.servers.engine import select_engine
 
     lab = load_lab(lab_name)
-    choice = select_engine("sim" if engine == "sim" else "auto")
+    choice = select_engine(engine)  # `--engine vllm` where vLLM is absent is refused, as `run` refuses it
     for line in render_show_lines(lab, engine_available=choice.engine):
         click.echo(line)
     return int(ExitCode.OK)
@@ -153,10 +162,29 @@ def run_accept(lab_name: str, opts: dict[str, Any]) -> int:
     return int(asyncio.run(run_accept_stages(options)))
 
 
+def replay_mode_problem(opts: dict[str, Any]) -> str | None:
+    """Why options given to `replay` do not apply to its mode (the app, --report or --refire), or None.
+    An option at its default counts as not given: `--speed 1` or `--engine auto` is never refused."""
+    problems = []
+    if not opts.get("refire"):
+        given = [flag for key, flag in (("lab_name", "--lab"), ("engine", "--engine"), ("force", "--force"))
+                 if opts.get(key) not in (None, False, AUTO)]
+        if given:
+            problems.append(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with --refire")
+    if (opts.get("refire") or opts.get("report_dir")) and float(opts.get("speed") or 1.0) != 1.0:
+        problems.append("--speed applies only when replaying in the app, not with --report or --refire")
+    return f"replay: {'; '.join(problems)}" if problems else None
+
+
 def run_replay(recording: str, opts: dict[str, Any]) -> int:
+    from speclab.model import limits
     from speclab.model.paths import resolve
     from speclab.recording.reader import Recording
 
+    limits.check_option("--speed", opts.get("speed"), limits.MIN_REPLAY_SPEED, limits.MAX_REPLAY_SPEED)
+    problem = replay_mode_problem(opts)
+    if problem is not None:
+        raise InputError(problem)
     rec = Recording.open(resolve(recording, "recordings"))
     for warning in rec.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -167,27 +195,9 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
                                        report_dir=opts.get("report_dir"), force=bool(opts.get("force")))
         return int(asyncio.run(refire(rec, refire_options)))
     if opts.get("report_dir"):
-        from speclab.headless.progress import timeline_rows
-        from speclab.headless.run import flag_trailing
-        from speclab.recording.replay import (
-            recorded_final,
-            replay_final,
-            server_views,
-            session_info,
-            traffic_errors,
-        )
-        from speclab.reports import build_report, write_report
+        from speclab.headless.recording_report import write_recording_report
 
-        final, aggregator = replay_final(rec)
-        recorded = recorded_final(rec)
-        trailing = recorded.get("sim_trailing_intervals")
-        workers = recorded.get("workers")
-        report = build_report(session_info(rec), final, servers=server_views(rec), command="replay",
-                              timeline=flag_trailing(timeline_rows(aggregator, final.saturated_intervals),
-                                                     trailing if isinstance(trailing, dict) else {}),
-                              incomplete=traffic_errors(rec), extra={"recording": str(rec.path), "warnings": list(rec.warnings)},
-                              workers=workers if isinstance(workers, list) else None)
-        for path in write_report(report, Path(opts["report_dir"])):
+        for path in write_recording_report(rec, Path(opts["report_dir"])):
             click.echo(f"report: {path}")
         return int(ExitCode.OK)
     from speclab.recording.replay import ReplaySource

@@ -24,6 +24,7 @@ import click
 
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
+from speclab.servers.backends.ids import AUTO
 
 from .base import DefaultGroup, _guard
 from .options import engine_option
@@ -32,11 +33,17 @@ if TYPE_CHECKING:  # the gateway package loads when a command runs
     from speclab.gateway.controller import GatewayController
 
 
-def _handle_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """How a switch finds the running gateway: ``--report DIR`` or ``--socket PATH``."""
     fn = click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
                       help="the running gateway's report directory")(fn)
-    fn = click.option("--socket", "socket_path", type=click.Path(path_type=Path), default=None,
-                      help="the running gateway's stats socket")(fn)
+    return click.option("--socket", "socket_path", type=click.Path(path_type=Path), default=None,
+                        help="the running gateway's stats socket")(fn)
+
+
+def _handle_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A change's options: the running gateway, and ``--who`` for its event."""
+    fn = _target_options(fn)
     return click.option("--who", default=None, help="who makes the change (default: user@host)")(fn)
 
 
@@ -97,7 +104,7 @@ def gateway_rollback(**opts: Any) -> None:
 
 @gateway.command("show")
 @click.option("--json", "as_json", is_flag=True, help="the routing as JSON")
-@_handle_options
+@_target_options
 def gateway_show(as_json: bool, **opts: Any) -> None:
     """Print what the running gateway routes by now."""
     _guard(lambda: asyncio.run(_show(opts, as_json)))
@@ -159,6 +166,19 @@ def describe(routing: Any) -> list[str]:
     return lines
 
 
+# `gateway LAB` options that only shape a gateway it starts: with --socket they would be dropped.
+_START_ONLY = (("report_dir", "--report"), ("engine", "--engine"), ("variants", "--variants"),
+               ("tenants", "--tenant"), ("routes", "--route"), ("weights", "--weight"),
+               ("tenant_header", "--tenant-header"), ("port", "--port"), ("haproxy_bin", "--haproxy"),
+               ("duration", "--duration"))
+
+
+def _start_only_given(opts: dict[str, Any]) -> list[str]:
+    """The start-only options given (an unset option is None, empty, or the default engine)."""
+    return [flag for key, flag in _START_ONLY
+            if opts.get(key) not in (None, (), "") and not (key == "engine" and opts.get(key) == AUTO)]
+
+
 def run_gateway(lab_name: str, opts: dict[str, Any]) -> int:
     from speclab.gateway.config import find_haproxy
     from speclab.gateway.routing import RoutingTable, parse_assignment, parse_share
@@ -166,6 +186,13 @@ def run_gateway(lab_name: str, opts: dict[str, Any]) -> int:
     from speclab.model.lab import load_lab
     from speclab.servers.engine import select_engine
 
+    if opts.get("socket_path") is not None:
+        given = _start_only_given(opts)
+        if given:
+            raise InputError(f"gateway LAB --socket attaches to a running gateway and shows it; {', '.join(given)} "
+                             f"only apply when starting one (change a running one with "
+                             f"`speclab gateway set|weight|rollback --socket PATH`)")
+        return asyncio.run(_attach(load_lab(lab_name).name, opts))
     haproxy = find_haproxy(opts.get("haproxy_bin"))
     lab = load_lab(lab_name)
     variants = tuple(v.strip() for v in (opts.get("variants") or "").split(",") if v.strip()) or None
@@ -178,8 +205,6 @@ def run_gateway(lab_name: str, opts: dict[str, Any]) -> int:
         routes=dict(parse_assignment(s, "--route") for s in opts.get("routes") or ()),
         shares=dict(parse_share(s) for s in opts.get("weights") or ()),
     )
-    if opts.get("socket_path") is not None:
-        return asyncio.run(_attach(lab.name, opts))
     engine = select_engine(opts.get("engine") or "auto")
     directory = Path(opts.get("report_dir") or f"gateway-{lab.name}")
     api_key = os.environ.get(lab.server.api_key_env) if lab.server.api_key_env else None

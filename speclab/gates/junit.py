@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from speclab.model.errors import writing
+
 from .result import StageResult
 
 
@@ -32,7 +34,10 @@ def junit_tree(results: Sequence[StageResult], *, suite: str = "speclab accept")
 
 
 def write_junit(results: Sequence[StageResult], path: str | Path, *, suite: str = "speclab accept") -> Path:
+    """Write the JUnit XML to ``path`` (its directory created if needed); a failed write is an InputError."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    junit_tree(results, suite=suite).write(target, encoding="utf-8", xml_declaration=True)
+    tree = junit_tree(results, suite=suite)
+    with writing(target, "the JUnit XML"):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tree.write(target, encoding="utf-8", xml_declaration=True)
     return target

@@ -18,6 +18,7 @@ from speclab.gates.drill import ROLLBACK_LIMIT_S, drill_failures
 from speclab.gates.spikes import link
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.groups import group_summary
+from speclab.model.errors import writing
 from speclab.model.exit_codes import ExitCode
 from speclab.model.names import INTERVAL_S
 from speclab.model.records import RequestRecord
@@ -201,7 +202,8 @@ def write_drill_report(report: dict[str, Any], directory: Path) -> list[Path]:
     text = render_markdown(report)
     head, sep, rest = text.partition("\n## ")
     md = head + "\n" + "\n".join(drill_markdown(report["drill"])) + "\n" + (sep.lstrip("\n") + rest if sep else "")
-    paths[1].write_text(md)
+    with writing(f"--report {directory}", "the drill report"):
+        paths[1].write_text(md)
     return paths
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from speclab.model.errors import InputError
+from speclab.model.errors import InputError, writing
 
 from .release_inputs import collect
 from .release_markdown import images, render_release
@@ -25,18 +25,16 @@ def write_release(directories: Iterable[Path], out: Path) -> tuple[dict[str, Any
     md = render_release(doc, inputs.sweep_markdown)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot create it ({exc.strerror or exc})") from None
     written = []
-    if inputs.sweep is not None:
-        for name in images(md):
-            source = inputs.sweep.path / name
-            if source.is_file() and source.resolve() != (out / name).resolve():
-                shutil.copyfile(source, out / name)
-                written.append(out / name)
     json_path, md_path = out / "release.json", out / "release.md"
-    json_path.write_text(json.dumps(doc, indent=2) + "\n")
-    md_path.write_text(md)
+    with writing(f"--out {out}", "the release note"):
+        out.mkdir(parents=True, exist_ok=True)
+        if inputs.sweep is not None:
+            for name in images(md):
+                source = inputs.sweep.path / name
+                if source.is_file() and source.resolve() != (out / name).resolve():
+                    shutil.copyfile(source, out / name)
+                    written.append(out / name)
+        json_path.write_text(json.dumps(doc, indent=2) + "\n")
+        md_path.write_text(md)
     return doc, [md_path, json_path, *written]

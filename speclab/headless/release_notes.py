@@ -13,13 +13,13 @@ from typing import Any, Final
 
 from speclab import __version__
 from speclab.gates.stages import STAGE_EXIT_CODES, STAGE_ORDER
+from speclab.model.exit_codes import ExitCode
 from speclab.model.names import Metric
 
 from .release_inputs import ACCEPT, DRILL, HOW_TO_MAKE, KINDS, SWEEP, ReleaseInput, ReleaseInputs
 
 RELEASE_SCHEMA: Final = "speclab.release/1"
 ROLLBACK_DRILL: Final = "rollback_drill"
-ROLLBACK_DRILL_EXIT: Final = 17  # docs/measurements.md: 17 rollback drill
 E2E: Final = Metric.E2E_CORRECTED.value
 E2E_POINTS: Final = ("p50_ms", "p90_ms", "p99_ms", "p999_ms")
 
@@ -59,7 +59,7 @@ def _gates(accept: ReleaseInput | None, drill: ReleaseInput | None) -> list[dict
 
 
 def _drill_gate(drill: ReleaseInput | None) -> dict[str, Any]:
-    base = {"stage": ROLLBACK_DRILL, "exit_code": ROLLBACK_DRILL_EXIT}
+    base = {"stage": ROLLBACK_DRILL, "exit_code": int(ExitCode.ROLLBACK_DRILL)}
     if drill is None:
         return {**base, "status": "not run", "summary": "no drill report"}
     block = drill.doc["drill"]

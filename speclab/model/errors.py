@@ -6,10 +6,15 @@
     ├── AllRequestsFailedError   nothing succeeded (exit 4)
     └── MeasurementInvalidError  the client could not keep up (exit 5)
 
-Front ends print ``str(error)`` as one line; no traceback for these.
+Front ends print ``str(error)`` as one line; no traceback for these. ``writing`` turns a failed
+write of an output (a report, a release note) into such an InputError.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 
 from .exit_codes import ExitCode
 
@@ -39,3 +44,16 @@ class AllRequestsFailedError(SpeclabError):
 
 class MeasurementInvalidError(SpeclabError):
     exit_code = ExitCode.MEASUREMENT_INVALID
+
+
+@contextlib.contextmanager
+def writing(where: str | Path, what: str) -> Iterator[None]:
+    """Writes inside it that fail (a full disk, a vanished or read-only directory) end in one line, exit 2.
+
+    ``where`` names the place as the user gave it (``--report DIR``); the message reads
+    ``WHERE: cannot write WHAT: CAUSE``.
+    """
+    try:
+        yield
+    except OSError as error:
+        raise InputError(f"{where}: cannot write {what}: {error.strerror or error}") from None

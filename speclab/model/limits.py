@@ -30,7 +30,8 @@ MAX_WEIGHT: Final = 1_000_000.0
 MAX_STALL_TIMEOUT_S: Final = 3_600.0
 MAX_REQUEST_TIMEOUT_S: Final = 86_400.0
 MAX_WORKERS: Final = 128
-MAX_REPLAY_SPEED: Final = 1_000.0
+MIN_REPLAY_SPEED: Final = 0.25  # replay --speed and the app's replay bar: × recorded time
+MAX_REPLAY_SPEED: Final = 16.0
 SEED_MIN: Final = -(2**63)
 SEED_MAX: Final = 2**63 - 1
 

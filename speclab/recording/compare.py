@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from speclab.metrics.epochs import EpochBook
+from speclab.model.errors import writing
 from speclab.model.latency_metrics import Shown, shown_in
 from speclab.model.prompt_ref import record_digest
 from speclab.model.records import RequestRecord
@@ -304,8 +305,9 @@ def render_markdown(result: Mapping[str, Any]) -> str:
 
 
 def write_comparison(result: Mapping[str, Any], directory: Path) -> None:
-    """``compare.json`` and ``compare.md`` in ``directory`` (created if needed)."""
+    """``compare.json`` and ``compare.md`` in ``directory`` (created if needed); a failed write is an InputError."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(directory / "compare.json", result)
-    (directory / "compare.md").write_text(render_markdown(result), encoding="utf-8")
+    with writing(f"--report {directory}", "the comparison"):
+        directory.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(directory / "compare.json", result)
+        (directory / "compare.md").write_text(render_markdown(result), encoding="utf-8")

@@ -3,7 +3,7 @@
 ``ReplaySource`` is a ``SnapshotSource`` (not ``LiveControls``): the UI cannot tell it from a live
 run except by ``info.replay``. It also implements the UI's ``ReplayControls`` protocol for the
 replay bar (``create_app(source, replay=source)``): ``await play()``, ``pause()``,
-``set_speed(x)`` (0.25×–16×), ``seek(t)``, and ``duration``, ``position``, ``playing``, ``speed``. Seeking backwards rebuilds the aggregator from the start; records are sorted by finish
+``set_speed(x)`` (``MIN_REPLAY_SPEED``–``MAX_REPLAY_SPEED``, 0.25×–16×), ``seek(t)``, and ``duration``, ``position``, ``playing``, ``speed``. Seeking backwards rebuilds the aggregator from the start; records are sorted by finish
 time so each step feeds a bisected slice.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.cells import finish_time
+from speclab.model.limits import MAX_REPLAY_SPEED, MIN_REPLAY_SPEED
 from speclab.model.names import SNAPSHOT_HZ
 from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.model.views import ServerView, SessionInfo
@@ -28,8 +29,6 @@ from speclab.model.workers import WorkerRow
 from . import layout
 from .reader import Recording
 
-MIN_SPEED = 0.25
-MAX_SPEED = 16.0
 LOG_TAIL_LINES = 40
 
 
@@ -261,7 +260,7 @@ class ReplaySource:
         self._poke()
 
     async def set_speed(self, speed: float) -> None:
-        """Playback speed relative to recorded time, clamped to 0.25×–16×."""
+        """Playback speed relative to recorded time, clamped to the replay range (0.25×–16×)."""
         self._settle()
         self._speed = _clamp_speed(speed)
         self._poke()
@@ -317,4 +316,4 @@ class ReplaySource:
 
 
 def _clamp_speed(speed: float) -> float:
-    return min(MAX_SPEED, max(MIN_SPEED, float(speed)))
+    return min(MAX_REPLAY_SPEED, max(MIN_REPLAY_SPEED, float(speed)))

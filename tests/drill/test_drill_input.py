@@ -61,3 +61,19 @@ def test_a_time_scale_for_a_real_server_is_one_line_and_exit_2(tmp_path: Path) -
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr.count("\n") == 1 and "a real vllm server always runs at 1" in done.stderr, done.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_drill_report_that_cannot_be_written_after_the_run_is_an_input_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drill's own rewrite of report.md (after the shared writer) fails in one line, not a traceback."""
+    from speclab.headless import drill
+    from speclab.model.errors import InputError
+
+    blocked = tmp_path / "r" / "report.md"
+    blocked.mkdir(parents=True)  # a directory where the file goes: refused even to root
+    monkeypatch.setattr(drill, "write_report", lambda report, directory: [directory / "report.json", blocked])
+    monkeypatch.setattr(drill, "render_markdown", lambda report: "# drill\n\n## Variants\n")
+    monkeypatch.setattr(drill, "drill_markdown", lambda block: ["## Drill"])
+    with pytest.raises(InputError, match=r"--report .*/r: cannot write the drill report: Is a directory") as caught:
+        drill.write_drill_report({"drill": {}}, tmp_path / "r")
+    assert caught.value.exit_code == 2

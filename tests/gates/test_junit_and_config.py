@@ -88,3 +88,11 @@ def test_defaults_without_profiles() -> None:
     gates = Gates()
     assert gates.profile().name == "quick" and gates.profile().latency.concurrency == [1, 2, 4]
     assert (BUNDLED / "gates.toml").is_file()
+
+
+def test_junit_that_cannot_be_written_is_an_input_error(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    target = tmp_path / "a-file" / "junit.xml"
+    with pytest.raises(InputError, match=r"a-file/junit\.xml: cannot write the JUnit XML: ") as caught:
+        write_junit([StageResult.of(GOLDEN, [], "ok", [])], target)
+    assert caught.value.exit_code == 2

@@ -223,3 +223,11 @@ def test_cli_refuses_bad_inputs_with_one_line(inputs: dict[str, Path], tmp_path:
     (tmp_path / "sweep2" / "sweep.json").write_text(json.dumps(sweep2))
     _refused(_cli(tmp_path / "sweep2", "--out", out, cwd=tmp_path), "expected 'speclab.sweep/1'")
     assert not out.exists()  # nothing written by a refused run
+
+
+def test_cli_a_note_that_cannot_be_written_is_one_line_not_a_traceback(inputs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "note"
+    (out / "release.json").mkdir(parents=True)  # the directory is there; the file cannot be written
+    _refused(_cli(inputs["accept"], "--out", out, cwd=tmp_path), f"--out {out}: cannot write the release note:")
+    _refused(_cli(inputs["accept"], "--out", "/proc/speclab-release", cwd=tmp_path),  # refused even to root
+             "--out /proc/speclab-release: cannot write the release note:")

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,13 @@ def test_outputs_not_greedy_are_not_compared() -> None:
         record.output_token_ids = [1, 2, 3]
     out = compare_outputs(a, b, "k2")
     assert out["matched"] == 0 and out["not_greedy"] > 0
+
+
+@pytest.mark.parametrize("where", ["/proc/speclab-compare", "a-file/report"])  # refused even to root
+def test_a_comparison_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, where: str) -> None:
+    (tmp_path / "a-file").write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "speclab.cli.main", "compare", "sample", "sample", "--report", where],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.splitlines() == [f"speclab: error: --report {where}: cannot write the comparison: "
+                                        + ("No such file or directory" if where.startswith("/proc") else "Not a directory")]

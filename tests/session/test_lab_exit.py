@@ -4,6 +4,7 @@ summary, nothing is left in /tmp, and an attached simulator is measured (and lab
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def test_lab_records_by_default_and_q_leaves_a_finished_recording(tmp_path: Path
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     _quit_after_first_records(monkeypatch)
-    code = open_lab("default", "steady.toml", _opts(variants="baseline"))
+    code = open_lab("default", "steady.toml", _opts(variants="baseline", report_dir=tmp_path / "report"))
     assert code == 0
     made = list((tmp_path / "recordings").iterdir())
     assert len(made) == 1 and made[0].name[:8].isdigit()
@@ -81,6 +82,17 @@ def test_lab_records_by_default_and_q_leaves_a_finished_recording(tmp_path: Path
     assert f"recording: recordings/{made[0].name} (replay: speclab replay recordings/{made[0].name})" in out
     assert "speclab lab: steady on default: t=" in out and "baseline" in out
     assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("speclab-")] == []
+    # --report: the recording's report, written as the lab closes
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["command"] == "lab" and f"report: {tmp_path / 'report' / 'report.json'}" in out
+    (epoch,) = report["variants"]["baseline"]["epochs"]
+    assert epoch["accounting"]["completed"] + epoch["accounting"]["errored"] == len(rec.records)
+
+
+def test_a_lab_report_without_its_recording_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--report is built from the lab's recording"):
+        open_lab("default", None, _opts(no_record=True, report_dir=tmp_path / "report"))
+    assert not (tmp_path / "report").exists()
 
 
 def test_lab_positionals_with_attach_take_the_scenario() -> None:
