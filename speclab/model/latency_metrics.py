@@ -18,8 +18,6 @@ from typing import Final
 from .names import Metric
 from .records import RequestRecord
 
-UNIT: Final = "seconds"  # every latency: kept as µs histograms, served and reported in s and ms
-
 
 class Source(str, Enum):
     CLIENT = "client"  # speclab's own clock (the run clock shared by every process on the host)

@@ -187,15 +187,18 @@ def check_suffix_settings(depth: int, cached: int, factor: float, min_prob: floa
         raise ValueError(f"suffix_decoding_min_token_prob={min_prob} must be in [0, 1]")
 
 
+_LOSSY_WHY: Final = {
+    "fly": "FLy accepts some drafts the target rejects (entropy-gated), so output may differ from the baseline",
+    "synthetic": ("drafts are accepted at configured rates whatever the target says (a performance stand-in), "
+                  "so output differs from the baseline"),
+}
+
+
 def lossy_note(method: str | None) -> str | None:
     """Why a rejection method's output is not the target's, or None for the lossless ones."""
-    if method == "fly":
-        return ("rejection_sample_method 'fly' is lossy: FLy accepts some drafts the target rejects "
-                "(entropy-gated), so output may differ from the baseline")
-    if method == "synthetic":
-        return ("rejection_sample_method 'synthetic' is lossy: drafts are accepted at configured rates whatever "
-                "the target says (a performance stand-in), so output differs from the baseline")
-    return None
+    if method is None or method not in LOSSY_REJECTION_METHODS:
+        return None
+    return f"rejection_sample_method '{method}' is lossy: {_LOSSY_WHY[method]}"
 
 
 # Every key vLLM 0.33's SpeculativeConfig takes from a user (checked against its fields by

@@ -26,7 +26,6 @@ ACCEPTED: Final = names.PROM_SPEC_ACCEPTED + "_total"
 ACCEPTED_PER_POS: Final = names.PROM_SPEC_ACCEPTED_PER_POS + "_total"
 REQUESTS_FINISHED: Final = names.PROM_REQUEST_SUCCESS + "_total"
 PROMPT_TOKENS: Final = names.PROM_PROMPT_TOKENS + "_total"
-GENERATION_TOKENS: Final = names.PROM_GENERATION_TOKENS + "_total"
 CACHE_CONFIG_INFO: Final = "vllm:cache_config_info"
 
 

@@ -72,10 +72,6 @@ class RecordedNames:
         return self.instance("vllm_spec_decode_draft_tokens", "rate", self.w.spike)
 
     @property
-    def drafts_spike(self) -> str:
-        return self.instance("vllm_spec_decode_drafts", "rate", self.w.spike)
-
-    @property
     def rejection_spike(self) -> str:
         return self.instance("vllm_spec_decode_rejection_rate", "ratio_rate", self.w.spike)
 

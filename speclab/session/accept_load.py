@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 from speclab.gates.canary import CanaryTally, evaluate_canary
 from speclab.gates.latency import (
@@ -28,16 +26,14 @@ from speclab.metrics.interval_spill import SpilledIntervalStore
 from speclab.model.names import INTERVAL_S, Metric
 from speclab.model.records import RequestRecord
 from speclab.model.snapshot import Snapshot
-from speclab.recording.guarded import GuardedWriter
 from speclab.recording.writer import RecordingWriter
 from speclab.traffic.cluster import make_runner
 from speclab.traffic.schedule import Plan, build_plan
 from speclab.traffic.wall_plan import wall_plan
 
 from .accept_context import STAGE_CLOSE_DELAY_S, STAGE_RETAIN_INTERVALS, AcceptContext, RecordSink
-from .accept_gateway import gateway_canary_configured, gateway_canary_stage
-
-DRAIN_ON_CANCEL_S = 1.0
+from .accept_gateway import DRAIN_ON_CANCEL_S, gateway_canary_configured, gateway_canary_stage
+from .canary_recording import canary_recorder
 
 
 async def measure(
@@ -143,35 +139,13 @@ async def stress_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     return result, snap
 
 
-def _recorder(ctx: AcceptContext, plan: Plan) -> RecordingWriter | None:
-    """``--record PATH`` records the canary run: the accept run's one slice of live mixed traffic."""
-    if ctx.record_path is None:
-        return None
-    manifest = {
-        "lab": ctx.lab.name, "scenario": plan.name, "command": "accept (canary)", "pair": ctx.pair,
-        "variants": list(ctx.variants), "classes": [c.name for c in plan.classes], "simulated": ctx.engine.simulated,
-        "engine": str(ctx.engine), "interval_s": INTERVAL_S, "warmup_s": 0.0, "time_scale": ctx.time_scale.s,
-        "arrival": {"mode": plan.mode, "process": plan.process, **plan.overrides},
-        "servers": {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict(), "engine": s.engine,
-                        "baseline": s.baseline} for n, s in ctx.servers.items()},
-    }
-    writer = GuardedWriter(Path(ctx.record_path), manifest, force=ctx.force,
-                           on_failure=lambda line: ctx.say(f"  canary: warning: {line}"))
-    writer.write_prompts(plan.prompt_items())
-    return writer
-
-
 async def canary_stage(ctx: AcceptContext) -> tuple[StageResult, Snapshot]:
     if gateway_canary_configured(ctx.lab):
         return await gateway_canary_stage(ctx)
     settings = ctx.profile.canary
     plan = load_plan(ctx, requests=settings.requests, rate=settings.rate)
     tally = CanaryTally(INTERVAL_S)
-    snap = await measure(ctx, plan, "canary", _recorder(ctx, plan), sinks=[tally])
+    snap = await measure(ctx, plan, "canary", canary_recorder(ctx, plan), sinks=[tally])
     result = evaluate_canary(settings, ctx.profile.acceptance, ctx.baseline, tally, INTERVAL_S)
     result.metrics["requests_per_variant"] = settings.requests
     return result, snap
-
-
-def load_facts(snap: Snapshot) -> dict[str, Any]:
-    return {"duration_s": round(snap.t, 3), "saturated_intervals": list(snap.saturated_intervals)}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,7 +94,3 @@ class FlipWatcher:
                     self.watch.error = f"speculative servers still had requests in progress {wait_s:g} s later"
         await self.api.close()
         return self.watch
-
-
-def monotonic_clock(run_start: float) -> Callable[[], float]:
-    return lambda: time.monotonic() - run_start

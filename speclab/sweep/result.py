@@ -147,7 +147,8 @@ def sweep_document(result: SweepResult, meta: Mapping[str, Any]) -> dict[str, An
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a sibling ``.tmp`` file, so an interrupt leaves the old file whole."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -157,7 +158,7 @@ def write_sweep_json(directory: Path, result: SweepResult, meta: Mapping[str, An
     """Write ``sweep.json`` atomically (a Ctrl-C mid-write leaves the previous one whole)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "sweep.json"
-    _write_atomic(path, json.dumps(sweep_document(result, meta), indent=2, default=_json_default) + "\n")
+    write_atomic(path, json.dumps(sweep_document(result, meta), indent=2, default=_json_default) + "\n")
     return path
 
 

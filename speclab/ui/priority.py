@@ -21,7 +21,6 @@ from collections.abc import Callable
 from speclab.servers import launcher
 
 UI_NICE = 5  # added to the event-loop thread's nice value
-FULL_RATE_S = 0.25  # the snapshot rate: a repaint per snapshot while the client keeps up
 LOADED_RATE_S = 1.0  # at most one repaint a second while the client reports saturation
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from speclab.model import speculative as sd
 from speclab.model.errors import InputError
 from speclab.model.lab import load_lab
 from speclab.servers.argv import build_argv
@@ -93,7 +94,7 @@ def test_settings_reach_the_speculative_config_and_lossy_is_known(tmp_path: Path
                             'rejection_sample_method = "fly"\ndraft_sample_method = "probabilistic"'))
     lab = load_lab(path)
     for engine in ("vllm", "sim"):
-        argv = build_argv(lab, "k4", engine=engine, port=1)  # type: ignore[arg-type]
+        argv = build_argv(lab, "k4", engine=engine, port=1)
         spec = json.loads(argv[argv.index("--speculative-config") + 1])
         assert spec["num_speculative_tokens_per_batch_size"] == [[1, 16, 4], [17, 64, 2]]
         assert (spec["rejection_sample_method"], spec["draft_sample_method"]) == ("fly", "probabilistic")
@@ -105,3 +106,12 @@ def test_settings_reach_the_speculative_config_and_lossy_is_known(tmp_path: Path
     assert "num_speculative_tokens_per_batch_size" not in changed.effective("k4").spec_options
     with pytest.raises(ValueError, match="asks for k=6"):
         lab.with_changes("k4", {"num_speculative_tokens_per_batch_size": [[1, 8, 6]]})
+
+
+@pytest.mark.parametrize("method", [*sd.REJECTION_SAMPLE_METHODS, None])
+def test_exactly_the_lossy_methods_carry_a_note(method: str | None) -> None:
+    note = sd.lossy_note(method)
+    if method in sd.LOSSY_REJECTION_METHODS:
+        assert note is not None and note.startswith(f"rejection_sample_method '{method}' is lossy: ")
+    else:
+        assert note is None

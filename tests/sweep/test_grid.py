@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import load_lab
 from speclab.model.speculative import dense_schedule
-from speclab.sweep import DraftRules, make_grid, parse_list, parse_schedule, parse_slo, rules_for_lab
+from speclab.sweep import DraftRules, Grid, make_grid, parse_list, parse_schedule, parse_slo, rules_for_lab
 from speclab.sweep.rules import normalize_schedule
 
 DRAFT = DraftRules("draft_model")
@@ -73,7 +75,7 @@ def test_lab_rules_and_notes() -> None:
     ({"k": [2], "schedules": [[[1, 8, 0]]]}, "schedules[0]:", "baseline"),
     ({"k": [2], "schedules": [[[1, 8]]]}, "schedules[0][0]:", "3-item sequence"),
 ])
-def test_bad_grid_names_the_field(kwargs: dict, field: str, words: str) -> None:
+def test_bad_grid_names_the_field(kwargs: dict[str, Any], field: str, words: str) -> None:
     args = {**({} if "rate" in kwargs else {"concurrency": [1, 8]}), **kwargs}
     ks = args.pop("k")
     with pytest.raises(InputError) as info:
@@ -98,11 +100,25 @@ def test_a_k_the_method_cannot_take(rules: DraftRules, k: int, words: str) -> No
     assert words in str(info.value)
 
 
-def test_method_rules_that_pass() -> None:
-    make_grid([2, 4], rules=DraftRules("mtp", n_predict=2), concurrency=[1])
-    make_grid([1], rules=DraftRules("mtp", n_predict=2), concurrency=[1])
-    make_grid([2, 6], rules=DraftRules("ngram"), concurrency=[1], schedules=[[[1, 8, 6], [9, 64, 0]]])
-    make_grid([3], rules=DraftRules("draft_model", rejection_sample_method="fly"), concurrency=[1])
+def arms(grid: Grid) -> list[tuple[int, tuple[tuple[int, int, int], ...] | None]]:
+    return [(c.k, c.schedule) for c in grid.configs]
+
+
+@pytest.mark.parametrize(("k", "rules", "schedules", "expected"), [
+    # MTP: a multiple of n_predict, or at most n_predict (vLLM only checks divisibility above it).
+    ([2, 4], DraftRules("mtp", n_predict=2), [], [(0, None), (2, None), (4, None)]),
+    ([1], DraftRules("mtp", n_predict=2), [], [(0, None), (1, None)]),
+    # A schedule arm runs with num_speculative_tokens = its largest k, after the fixed-k arms.
+    ([2, 6], DraftRules("ngram"), [[[1, 8, 6], [9, 64, 0]]],
+     [(0, None), (2, None), (6, None), (6, ((1, 8, 6), (9, 64, 0)))]),
+    ([3], DraftRules("draft_model", rejection_sample_method="fly"), [], [(0, None), (3, None)]),
+])
+def test_method_rules_that_pass(k: list[int], rules: DraftRules, schedules: list[object],
+                                expected: list[tuple[int, tuple[tuple[int, int, int], ...] | None]]) -> None:
+    grid = make_grid(k, rules=rules, concurrency=[1], schedules=schedules)
+    assert arms(grid) == expected  # the baseline k=0 first, added though not asked for
+    assert grid.rules == rules
+    assert [(level.mode, level.value) for level in grid.load] == [("concurrency", 1)]
 
 
 def test_schedule_refused_where_vllm_would_drop_it() -> None:

@@ -17,7 +17,7 @@ from speclab.model.ab_rows import ab_rows
 from speclab.model.snapshot import ALL_CLASSES, ABView
 from speclab.ui import SpeclabApp, create_app, fmt
 from speclab.ui.widgets.ab import ABTable, show_value
-from tests.ui.fakes import CLASSES, EPOCH2_LABEL, FakeSource
+from tests.ui.fakes import CLASSES, EPOCH2_LABEL, FakeSource, settle
 
 SIZE = (120, 40)
 
@@ -39,10 +39,7 @@ def expected(view: ABView, prompt_class: str, corrected: bool = True) -> dict[st
 
 
 async def open_ab(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource, *keys: str) -> ABTable:
-    for _ in range(200):
-        if app.state.snapshots_seen == len(source.frozen):
-            break
-        await pilot.pause(0.01)
+    await settle(pilot, app, source)
     await pilot.press("v", "5", *keys)  # k4, the A/B tab, then the class keys
     await pilot.pause()
     return app.screen.query_one(ABTable)

@@ -6,12 +6,13 @@ Regenerate after an intended visual change with
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual.pilot import Pilot
 
-from speclab.ui import create_app
-from tests.ui.fakes import FakeSource, build_snapshots
+from speclab.ui import SpeclabApp, create_app
+from tests.ui.fakes import FakeSource, build_snapshots, settle
 from tests.ui.worker_rows import with_workers
 
 
@@ -20,13 +21,11 @@ def frozen_app() -> tuple[Any, FakeSource]:
     return create_app(source, source), source
 
 
-def all_snapshots_in(source: FakeSource, *keys: str):  # type: ignore[no-untyped-def]
+def all_snapshots_in(source: FakeSource, *keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     async def run_before(pilot: Pilot[Any]) -> None:
-        app: Any = pilot.app
-        for _ in range(300):
-            if app.state.snapshots_seen == len(source.frozen):
-                break
-            await pilot.pause(0.01)
+        app = pilot.app
+        assert isinstance(app, SpeclabApp)
+        await settle(pilot, app, source)  # fails loudly if the frozen stream never lands
         if keys:
             await pilot.press(*keys)
         await pilot.pause()

@@ -18,7 +18,7 @@ from typing import Any
 from speclab.model import vllm_flags
 from speclab.model.acceptance import per_k_counts, steps_drafting_position
 from speclab.model.lab import Effective, Lab
-from speclab.model.names import CountSource
+from speclab.model.names import VLLM_PREFIX, CountSource
 from speclab.model.records import SpecCounts
 
 from .base import (
@@ -213,4 +213,4 @@ class VllmBackend:
         return Detection(missing=missing)
 
     def recognises(self, metrics_text: str) -> bool:
-        return "vllm:" in metrics_text
+        return VLLM_PREFIX in metrics_text

@@ -22,7 +22,6 @@ from speclab.ui import fmt
 COLORS = ("yellow", "red", "dodger_blue2", "green3", "grey50")
 PARTS: tuple[tuple[str, str], ...] = tuple(zip(
     (*(BY_METRIC[m].label for m in SPLIT_METRICS), SPLIT_REMAINDER[1]), COLORS, strict=True))
-STATS = ("p50", "tail")
 
 
 @dataclass(frozen=True, slots=True)
