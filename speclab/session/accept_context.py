@@ -177,7 +177,7 @@ class AcceptContext:
                     def keep(record: RequestRecord) -> None:
                         got[i] = record
                     await run_request(session, target, req, time.monotonic() - self.run_start, keep,
-                                      run_start=self.run_start, timeout=timeout)
+                                      run_start=self.run_start, timeout=timeout, time_scale=scale.s)
 
             await asyncio.gather(*(one(i, r) for i, r in enumerate(reqs)))
             return [r for r in got if r is not None]

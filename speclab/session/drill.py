@@ -221,7 +221,7 @@ class _Drill:
         self.rolled_back.set()
         assert self.controller is not None and self.gw is not None
         self.watcher = FlipWatcher(self.gw.state.socket, self.plan.speculative, self.now)
-        await self.watcher.before_flip(self.scale.to_wall(wait_for_in_flight_s))
+        await self.watcher.before_flip(wait_for_in_flight_s)  # modelled seconds: the watcher's clock is self.now
         self.say(f"drill: rollback at t={self.now() - self.outcome.traffic_start:.2f}s ({reason})")
         command = self.now()
         self.watcher.start(command)

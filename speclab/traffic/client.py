@@ -148,7 +148,10 @@ async def run_request(
     worker: int = 0,
     on_sent: Callable[[RequestRecord], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    time_scale: float = 1.0,
 ) -> None:
+    """Send one request and hand its record to ``sink``, whatever happens. ``time_scale``: the
+    simulators' S, by which ``timeout`` was stretched; an error message quotes it in modelled seconds."""
     rec = RequestRecord(
         request_id=req.request_id, variant=target.variant, prompt_class=req.prompt_class,
         intended=intended, warmup=warmup, epoch=target.epoch, worker=worker, sampling=req.sampling, prompt=req.info,
@@ -177,13 +180,13 @@ async def run_request(
         sink(rec)
         raise
     except aiohttp.SocketTimeoutError:
-        state.fail(ErrorKind.STALL, f"no data for {timeout.sock_read:g} s")
+        state.fail(ErrorKind.STALL, f"no data for {(timeout.sock_read or 0.0) / time_scale:g} s")
     except aiohttp.ConnectionTimeoutError:
         state.fail(ErrorKind.CONNECT, f"connect timed out to {target.base_url}")
     except aiohttp.ClientConnectorError as error:
         state.fail(ErrorKind.CONNECT, f"cannot connect to {target.base_url}: {error.strerror or error}")
     except asyncio.TimeoutError:  # a distinct class before Python 3.11
-        state.fail(ErrorKind.TIMEOUT, f"request took longer than {timeout.total:g} s")
+        state.fail(ErrorKind.TIMEOUT, f"request took longer than {(timeout.total or 0.0) / time_scale:g} s")
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as error:
         state.fail(ErrorKind.TRUNCATED, f"connection closed before [DONE]: {type(error).__name__}")
     except MalformedStream as error:

@@ -274,7 +274,7 @@ class TrafficEngine:
         return self._counted(target, lambda: run_request(
             session, target, self.plan.request(index), intended, self._sink,
             run_start=self.run_start, timeout=self._timeout, warmup=self.plan.is_warmup(index, tau),
-            worker=self.worker, on_sent=self._on_sent, clock=self._clock,
+            worker=self.worker, on_sent=self._on_sent, clock=self._clock, time_scale=self.plan.time_scale,
         ))
 
     async def _counted(self, target: Target, request: Callable[[], Awaitable[None]]) -> None:

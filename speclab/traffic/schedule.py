@@ -96,6 +96,7 @@ class Plan:
     burstiness: float = 1.0  # gamma shape; 1.0 with poisson
     concurrency_steps: tuple[tuple[float, int], ...] = ()  # closed loop: (active start, N)
     overrides: dict[str, Any] = field(default_factory=dict)
+    time_scale: float = 1.0  # the S ``wall_plan`` stretched it by: errors quote its times divided by S (modelled)
 
     def request(self, index: int) -> PlannedRequest:
         rng = random.Random(zlib.crc32(f"{self.seed}:{index}".encode()))

@@ -25,4 +25,5 @@ def wall_plan(plan: Plan, scale: float) -> Plan:
         request_timeout_s=plan.request_timeout_s * scale,
         segments=tuple(Segment(s.start * scale, s.rate / scale, s.slope / (scale * scale)) for s in plan.segments),
         concurrency_steps=tuple((start * scale, n) for start, n in plan.concurrency_steps),
+        time_scale=plan.time_scale * scale,
     )

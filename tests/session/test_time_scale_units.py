@@ -46,6 +46,7 @@ def test_wall_plan_stretches_the_schedule_and_timeouts_but_not_counts() -> None:
     wall = wall_plan(plan, 3.0)
     assert wall.duration_s == 30.0 and wall.warmup_s == plan.warmup_s * 3
     assert wall.stall_timeout_s == plan.stall_timeout_s * 3 and wall.request_timeout_s == plan.request_timeout_s * 3
+    assert plan.time_scale == 1.0 and wall.time_scale == 3.0  # what error messages divide the timeouts by
     modelled, stretched = plan.offsets(), wall.offsets()
     assert len(modelled) == len(stretched) > 10
     assert [t * 3 for t, _ in modelled] == pytest.approx([t for t, _ in stretched])

@@ -34,7 +34,7 @@ def _req(endpoint: str = "chat", schema: dict[str, Any] | None = None) -> Planne
 
 async def _fire(
     base_url: str, model: str, *, endpoint: str = "chat", k: int = 0, schema: dict[str, Any] | None = None,
-    stall: float = 5.0, total: float = 10.0, headers: dict[str, str] | None = None,
+    stall: float = 5.0, total: float = 10.0, headers: dict[str, str] | None = None, time_scale: float = 1.0,
 ) -> RequestRecord:
     out: list[RequestRecord] = []
     start = time.monotonic()
@@ -42,7 +42,7 @@ async def _fire(
     async with aiohttp.ClientSession() as session:
         await run_request(
             session, target, _req(endpoint, schema), 0.0, out.append, run_start=start,
-            timeout=aiohttp.ClientTimeout(total=total, sock_read=stall),
+            timeout=aiohttp.ClientTimeout(total=total, sock_read=stall), time_scale=time_scale,
         )
     assert len(out) == 1
     return out[0]
@@ -165,7 +165,12 @@ async def test_stall_with_short_timeout(fake_server: FakeServer) -> None:
 
 async def test_total_timeout(fake_server: FakeServer) -> None:
     rec = await _fire(fake_server.base_url, "ok:n=50:itl=0.02", total=0.3, stall=5.0)
-    assert rec.error_kind == "timeout"
+    assert rec.error_kind == "timeout" and rec.error_message == "request took longer than 0.3 s"
+
+
+async def test_timeouts_stretched_by_a_time_scale_are_quoted_in_modelled_seconds(fake_server: FakeServer) -> None:
+    rec = await _fire(fake_server.base_url, "stall:n=4", stall=0.4, time_scale=4.0)  # 0.1 s modelled, 0.4 of wall
+    assert rec.error_kind == "stall" and rec.error_message == "no data for 0.1 s"
 
 
 async def test_connect_refused() -> None:
