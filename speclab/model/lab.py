@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from . import limits as L
 from .gateway import GatewaySection
 from .spec_options import SPEC_OPTION_KEYS, SpecOptions, SuffixOptions
-from .vllm_flags import REMOVED
+from .vllm_flags import NOT_EXTRA, REMOVED, SHORT_ALIASES
 
 DraftMethod = Literal["draft_model", "eagle", "eagle3", "ngram", "mtp", "suffix"]
 Topology = Literal["separate", "shared"]
@@ -107,11 +107,14 @@ class _Settings(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _no_removed_flags(self) -> _Settings:
+    def _extra_args_checked(self) -> _Settings:
         for arg in self.extra_args:
             flag = arg.split("=", 1)[0]
+            flag = SHORT_ALIASES.get(flag, flag)
             if flag in REMOVED:
                 raise ValueError(f"extra_args: {flag} was removed from vLLM; use --speculative-config keys instead")
+            if flag in NOT_EXTRA:
+                raise ValueError(f"extra_args: {arg.split('=', 1)[0]}: {NOT_EXTRA[flag]}")
         return self
 
 

@@ -60,6 +60,31 @@ REMOVED: Final[frozenset[str]] = frozenset(
 )
 
 
+# What `extra_args` may not carry, with what to use instead: flags speclab emits from the lab's own keys
+# (a second copy would win in vLLM's parser while the report showed the lab's value), flags it owns,
+# and flags that contradict what it emits (vLLM refuses per-request metrics without logged stats, and
+# the --spec-* shorthands next to --speculative-config).
+_LAB_KEYS: Final = {
+    "--speculative-config": "the [draft] table and the variants' keys", "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens", "--enable-chunked-prefill": "enable_chunked_prefill",
+    "--no-enable-chunked-prefill": "enable_chunked_prefill", "--async-scheduling": "async_scheduling",
+    "--no-async-scheduling": "async_scheduling", "--scheduling-policy": "scheduling_policy",
+    "--gpu-memory-utilization": "gpu_memory_utilization", "--max-model-len": "max_model_len",
+    "--tensor-parallel-size": "tensor_parallel_size", "--pipeline-parallel-size": "pipeline_parallel_size",
+    "--distributed-executor-backend": "distributed_executor_backend", "--stream-interval": "stream_interval",
+    "--seed": "seed", "--revision": "target.revision", "--tokenizer": "target.tokenizer",
+}
+NOT_EXTRA: Final[dict[str, str]] = {
+    **{flag: f"set {key} in the lab instead" for flag, key in _LAB_KEYS.items()},
+    **dict.fromkeys(("--host", "--port", "--served-model-name", "--enable-per-request-metrics",
+                     "--per-request-spec-decode-metrics", "--enable-force-include-usage"),
+                    "speclab sets it on every server it launches"),
+    **dict.fromkeys(("--disable-log-stats", "--disable-per-request-metrics", "--no-enable-per-request-metrics"),
+                    "speclab reads vLLM's per-request metrics, which this turns off or vLLM refuses beside them"),
+    **dict.fromkeys(("--spec-method", "--spec-model", "--spec-tokens"),
+                    "vLLM refuses it beside the --speculative-config speclab emits; use the lab's draft keys"),
+}
+
 
 def load_table(text: str) -> tuple[dict[str, bool], dict[str, str]]:
     """(flag -> takes a value, short alias -> long flag) from the data file's text; ValueError

@@ -172,6 +172,8 @@ async def run_request(
             if resp.status != 200:
                 raise _StreamError(_status_kind(resp.status), await _error_text(resp))
             await state.consume(resp)
+        if rec.finish_reason == "abort":  # vLLM ended it (shutdown, an engine abort): cut, though the stream closed cleanly
+            raise _StreamError(ErrorKind.TRUNCATED, 'the server aborted the request (finish_reason "abort")')
         state.finish(req.schema, BACKENDS[target.engine].parse_response_metrics)
     except _StreamError as error:
         state.fail(error.kind, str(error))

@@ -110,6 +110,8 @@ def test_memory_from_startup_log_and_table() -> None:
         ("(EngineCore_DP0 pid=9) ERROR 05-07 10:00:00 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "CUDA out of memory"),
         ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`", "CUDA out of memory"),
         ("vllm serve: error: unrecognized arguments: --speculative-model x", "unknown argument"),
+        ("vllm serve: error: argument --max-num-seqs: invalid int value: 'x'", "invalid argument value"),
+        ("vllm serve: error: argument --speculative-config/-sc: invalid loads value: '{'", "invalid argument value"),
         ("OSError: [Errno 98] Address already in use: ('127.0.0.1', 8000)", "port in use"),
         ("ValueError: Unknown model 'sim-9b'", "model not found"),
         ("OSError: foo/bar is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'", "model not found"),

@@ -2,7 +2,8 @@
 
 The request's ``model`` picks the behaviour, with options after colons, e.g.
 ``ok:n=6:per=3:ttft=0.02:itl=0.005:metrics=1`` streams 6 tokens in chunks of up to 3.
-Modes: ok, stall, http500, http429, http400, error_event, malformed, truncate, json_good, json_bad;
+Modes: ok, stall, http500, http429, http400, error_event, malformed, truncate, abort (the last chunk's
+finish_reason is "abort", as vLLM ends what is in flight at shutdown), json_good, json_bad;
 ``bad=I`` sends ``BAD_LINES[I]`` after the first content chunk and then streams on to [DONE] (as the
 simulator's malformed_sse fault does), ``after=I`` sends it after [DONE].
 It records per request id its arrival, first-chunk send time and the peak number in flight.
@@ -121,7 +122,7 @@ class FakeServer:
             piece = "".join(texts[produced : produced + take])
             produced += take
             last = produced >= n
-            choice: dict[str, Any] = {"index": 0, "token_ids": ids, "finish_reason": "length" if last else None}
+            choice: dict[str, Any] = {"index": 0, "token_ids": ids, "finish_reason": ("abort" if mode == "abort" else "length") if last else None}
             if chat:
                 choice["delta"] = {"content": piece}
             else:

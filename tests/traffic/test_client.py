@@ -163,6 +163,12 @@ async def test_stall_with_short_timeout(fake_server: FakeServer) -> None:
     assert rec.chunks == 1 and rec.output_tokens == 1
 
 
+async def test_a_stream_the_server_aborted_is_cut_not_answered(fake_server: FakeServer) -> None:
+    rec = await _fire(fake_server.base_url, "abort:n=3")  # a clean [DONE] after finish_reason "abort"
+    assert not rec.ok and rec.error_kind == "truncated" and "aborted" in (rec.error_message or "")
+    assert rec.finish_reason == "abort" and rec.output_tokens == 3  # what came is kept
+
+
 async def test_total_timeout(fake_server: FakeServer) -> None:
     rec = await _fire(fake_server.base_url, "ok:n=50:itl=0.02", total=0.3, stall=5.0)
     assert rec.error_kind == "timeout" and rec.error_message == "request took longer than 0.3 s"

@@ -60,7 +60,8 @@ EXIT_CAUSES: tuple[ExitCause, ...] = (
             re.compile(r"is larger than the available KV cache memory|KV cache is needed, which is larger"),
         ),
     ),
-    ("unknown argument", (re.compile(r"unrecognized arguments?:?.*"), re.compile(r"error: argument \S+"))),
+    ("unknown argument", (re.compile(r"unrecognized arguments?:?.*"),)),
+    ("invalid argument value", (re.compile(r"error: argument \S+: "),)),
     ("port in use", (re.compile(r"Address already in use|\[Errno 98\]"),)),
     (
         "model not found",
