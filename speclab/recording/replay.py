@@ -20,6 +20,7 @@ from typing import Any
 
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.cells import finish_time
+from speclab.model.epochs import TRANSITION_EVENT
 from speclab.model.limits import MAX_REPLAY_SPEED, MIN_REPLAY_SPEED
 from speclab.model.names import SNAPSHOT_HZ
 from speclab.model.snapshot import ClientHealth, Snapshot
@@ -161,12 +162,18 @@ def _log_tail(path: Path) -> tuple[str, ...]:
 
 
 def server_views(recording: Recording) -> dict[str, ServerView]:
-    """The servers as the manifest describes them (``manifest["servers"][variant]``), with log tails."""
+    """The servers running at the end, with log tails: as launched (``manifest["servers"][variant]``)
+    unless a relaunch was requested, and then only what the closing facts (``final.servers``) say of
+    the server that replaced it, so no fact of the launched server (its memory) sits beside them."""
     described = recording.manifest.get("servers") or {}
     at_end = (recording.manifest.get("final") or {}).get("servers") or {}  # after any relaunch
+    relaunched = {e.variant for e in recording.events if e.kind == TRANSITION_EVENT}
     out: dict[str, ServerView] = {}
     for variant in recording.variants:
-        facts = {**(described.get(variant) or {}), **(at_end.get(variant) or {})}
+        launched = described.get(variant) or {}
+        if variant in relaunched:  # what a relaunch keeps; command, settings, memory were the launched server's
+            launched = {k: v for k, v in launched.items() if k in ("engine", "baseline")}
+        facts = {**launched, **(at_end.get(variant) or {})}
         out[variant] = ServerView(
             variant=variant,
             status="stopped",

@@ -111,6 +111,23 @@ def epoch_dict(epoch: EpochStats, view: ServerView | None, end_s: float) -> dict
     }
 
 
+def server_dict(view: ServerView | None, last: dict[str, Any], *, relaunch_unfinished: bool) -> dict[str, Any]:
+    """The server of the variant's last epoch (``last``: its ``epochs`` entry), live or replayed alike.
+
+    ``view`` is the server running at the end. Its command and memory are the epoch's only when it
+    runs the epoch's settings and no relaunch out of the epoch was left unfinished (a server that
+    never answered is no epoch's); otherwise they are absent, never one epoch's beside another's."""
+    own = view is not None and dict(view.settings) == last["settings"] and not relaunch_unfinished
+    return {
+        "epoch": last["epoch"],
+        "label": last["label"],
+        "engine": view.engine if view else None,
+        "command": view.command if own and view else None,
+        "settings": dict(last["settings"]),
+        "memory": dict(view.memory) if own and view else {},
+    }
+
+
 def _ab_side(window: ABWindow) -> dict[str, Any]:
     return {
         "epoch": window.epoch, "label": window.label, "baseline_epoch": window.baseline_epoch,
@@ -181,16 +198,13 @@ def build_report(
     variants: dict[str, Any] = {}
     for name, vstats in final.cumulative.items():
         view = servers.get(name)
+        epochs = [epoch_dict(e, view, final.t) for e in final.epochs.get(name, ())] \
+            or [epoch_dict(EpochStats(_first_epoch(name), vstats), view, final.t)]
+        unfinished = {t.from_epoch for t in final.transitions if t.variant == name and t.end_s is None}
         variants[name] = {
             "baseline": bool(view and view.baseline),
-            "server": {
-                "engine": view.engine if view else None,
-                "command": view.command if view else None,
-                "settings": dict(view.settings) if view else {},
-                "memory": dict(view.memory) if view else {},
-            },
-            "epochs": [epoch_dict(e, view, final.t) for e in final.epochs.get(name, ())]
-            or [epoch_dict(EpochStats(_first_epoch(name), vstats), view, final.t)],
+            "server": server_dict(view, epochs[-1], relaunch_unfinished=epochs[-1]["epoch"] in unfinished),
+            "epochs": epochs,
         }
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
@@ -210,7 +224,8 @@ def build_report(
             "saturated_intervals": list(final.saturated_intervals),  # whose numbers a saturated client touched
             "client_saturated_intervals": list(final.saturated_sends),  # in which it was saturated (the exit's count)
             "incomplete": list(incomplete),
-            "client": {  # the worst interval of the run
+            "client": {  # the worst interval of the run, in wall time (client health is judged before any scaling)
+                "clock": "wall",
                 "schedule_lag_p99_ms": final.run_health.schedule_lag_p99_ms,
                 "loop_lag_max_ms": final.run_health.loop_lag_max_ms,
                 "cpu_percent": final.run_health.cpu_percent,

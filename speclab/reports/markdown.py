@@ -41,7 +41,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     scale = report.get("time_scale") or 1.0
     if scale != 1.0:
         lines.append(f"**Time scale {scale:g}**: the simulators ran their clock {scale:g}× slower than wall time; "
-                     "every time, rate and duration below is modelled time.")
+                     "every time, rate and duration below is modelled time, except the client's own health "
+                     "(the traffic workers' table here, `measurement.client` in report.json), which is wall time.")
         lines.append("")
     pair = report.get("pair") or {}
     if pair:
@@ -131,17 +132,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     timeline = report.get("timeline") or []
     if timeline:
         lines += ["", "## Per interval (1 s): where the spikes were", ""]
-        lines += ["| variant | intervals | worst e2e p99 ms (at) | peak rejection (at) | requests/s min–max |",
+        lines += ["| epoch | intervals | worst e2e p99 ms (at) | peak rejection (at) | requests/s min–max |",
                   "|---|---|---|---|---|"]
-        for vname in report["variants"]:
-            rows = [(r["t"], r["variants"][vname]) for r in timeline if vname in r["variants"]]
+        for label, rows in _timeline_by_epoch(report, timeline):
             p99 = [(v["e2e_p99_ms"], t) for t, v in rows if v["e2e_p99_ms"] is not None]
             rej = [(v["rejection_rate"], t) for t, v in rows if v["rejection_rate"] is not None]
             rps = [v["requests"] for _, v in rows]
             worst = max(p99) if p99 else None
             peak = max(rej) if rej else None
             lines.append(
-                f"| {vname} | {len(rows)} | {_fmt(worst[0]) + f' (t={worst[1]:.0f}s)' if worst else '–'}"
+                f"| {label} | {len(rows)} | {_fmt(worst[0]) + f' (t={worst[1]:.0f}s)' if worst else '–'}"
                 f" | {_pct(peak[0]) + f' (t={peak[1]:.0f}s)' if peak else '–'}"
                 f" | {min(rps) if rps else '–'}–{max(rps) if rps else '–'} |"
             )
@@ -164,6 +164,22 @@ def render_markdown(report: dict[str, Any]) -> str:
         for e in events:
             lines.append(f"- t={e['t']:.1f}s {e['kind']}{' [' + e['variant'] + ']' if e.get('variant') else ''}: {e['message']}")
     return "\n".join(lines) + "\n"
+
+
+def _timeline_by_epoch(report: dict[str, Any], timeline: list[dict[str, Any]]
+                       ) -> list[tuple[str, list[tuple[float, dict[str, Any]]]]]:
+    """The timeline's (t, row) pairs per (variant, epoch), labelled as the epoch tables label them:
+    a relaunched variant's extremes are never taken over two configurations."""
+    groups: dict[tuple[str, int], list[tuple[float, dict[str, Any]]]] = {}
+    for vname in report["variants"]:
+        for r in timeline:
+            if vname in r["variants"]:
+                v = r["variants"][vname]
+                groups.setdefault((vname, int(v.get("epoch") or 1)), []).append((r["t"], v))
+    labels = {(name, e["epoch"]): e.get("label") or name
+              for name, v in report["variants"].items() for e in v.get("epochs", [])}
+    return [(labels.get(key) or (key[0] if key[1] <= 1 else f"{key[0]}·{key[1]}"), rows)
+            for key, rows in groups.items()]  # variants in report order, each one's epochs as the timeline met them
 
 
 def _split_markdown(report: dict[str, Any]) -> list[str]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from speclab.metrics.aggregator import Aggregator
-from speclab.model.records import RequestRecord
+from speclab.model.records import Event, RequestRecord
 from speclab.model.snapshot import ClientHealth, Snapshot
 from speclab.recording.reader import finish_time
 from speclab.recording.writer import RecordingWriter
@@ -17,13 +18,22 @@ END_S = 10.5
 WARMUP_S = 0.5
 
 
-def record_live(path: Path, records: list[RequestRecord] | None = None) -> Snapshot:
-    """Records reach the parent 50 ms after they finish (every 7th one 800 ms late, past the close delay)."""
+def record_live(path: Path, records: list[RequestRecord] | None = None, *, events: list[Event] | None = None,
+                servers: dict[str, dict[str, Any]] | None = None, closing: dict[str, Any] | None = None,
+                keep: list[Aggregator] | None = None) -> Snapshot:
+    """Records reach the parent 50 ms after they finish (every 7th one 800 ms late, past the close delay).
+
+    ``servers``: the manifest's launch facts per variant (their settings launch epoch 1); ``closing``:
+    more facts for the recording's ``final``; ``keep`` gets the live aggregator (the timeline reads it)."""
     records = records if records is not None else synth.make_records()
-    samples, events = synth.make_samples(), synth.make_events()
+    samples, events = synth.make_samples(), events if events is not None else synth.make_events()
     arrival = {id(r): finish_time(r) + (0.8 if i % 7 == 0 else 0.05) for i, r in enumerate(records)}
     agg = Aggregator(synth.VARIANTS, synth.CLASSES, interval_s=1.0, simulated=True, warmup_s=WARMUP_S)
-    writer = RecordingWriter(path, synth.manifest(warmup_s=WARMUP_S))
+    for name, facts in (servers or {}).items():
+        agg.launch(name, dict(facts["settings"]), baseline=bool(facts.get("baseline")))
+    writer = RecordingWriter(path, synth.manifest(warmup_s=WARMUP_S, **({"servers": servers} if servers else {})))
+    if keep is not None:
+        keep.append(agg)
     pending = sorted(records, key=lambda r: arrival[id(r)])
     steps = int(END_S / 0.25)
     for step in range(1, steps + 1):
@@ -52,5 +62,5 @@ def record_live(path: Path, records: list[RequestRecord] | None = None) -> Snaps
     agg.set_health(health)
     final = agg.snapshot(END_S, finished=True)
     writer.write_closed_intervals(agg)
-    writer.close({"health": asdict(health)}, end_s=END_S)
+    writer.close({"health": asdict(health), **(closing or {})}, end_s=END_S)
     return final
