@@ -14,7 +14,6 @@ from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
 from speclab.reports import build_report, write_report
-from speclab.servers.memory import memory_table
 from speclab.session.follow import follow
 from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
@@ -78,15 +77,17 @@ def incomplete_reason(session: LiveSession, final: Snapshot) -> str:
 
 
 def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str, Any]:
-    checks = session.tally.crosscheck()
+    """Memory and cross-check rows are per (variant, epoch), each with its ``epoch`` and ``label``."""
+    checks = session.tally.crosscheck_epochs()
     return {
         "engine": session.engine_label,
-        "memory": memory_table(session.servers_running, session.tally.kv_usage),
+        "memory": session.tally.memory_rows(session.servers_running),
         "gpu_memory": [{"gpu": g.index, "name": g.name, "peak_used_gib": round(g.used_gib, 2),
                         "total_gib": round(g.total_gib, 2)} for g in session.gpu_peak.values()],
-        "crosscheck": [{"summary": c.message, "ok": c.ok, "variant": c.variant, "quantity": c.quantity,
-                        "client": c.client, "server": c.server} for c in checks],
-        "crosscheck_ok": not mismatches(checks),
+        "crosscheck": [{"summary": c.check.message, "ok": c.check.ok, "variant": c.variant, "epoch": c.epoch,
+                        "label": c.label, "quantity": c.check.quantity, "client": c.check.client,
+                        "server": c.check.server} for c in checks],
+        "crosscheck_ok": not mismatches(c.check for c in checks),
         "exit": {"code": int(code), "name": code.name, "reason": reason},
         "simulator_clock": {"time_scale": session.time_scale.s, "chosen": session.time_scale.reason,
                             "variants": {v.variant: v.as_dict() for v in session.drift.verdicts()}},

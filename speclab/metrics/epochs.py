@@ -109,15 +109,22 @@ class EpochBook:
             start = record.sent if record.sent is not None else record.intended
             epochs.append(EpochInfo(record.variant, record.epoch, f"{record.variant}·{record.epoch}", {}, start))
             self.revision += 1
+        transition = self.ending(record)
+        if transition is None:
+            return record.epoch
+        if not record.warmup:
+            transition.requests += 1
+            if not record.ok:
+                kind = record.error_kind or "cancelled"
+                transition.errors[kind] = transition.errors.get(kind, 0) + 1
+        return None
+
+    def ending(self, record: RequestRecord) -> _Transition | None:
+        """The transition out of the epoch ``record`` was sent to, if it finished in it."""
         for transition in self._transitions.get(record.variant, ()):
             if transition.from_epoch == record.epoch and finish_time(record) >= transition.start_s:
-                if not record.warmup:
-                    transition.requests += 1
-                    if not record.ok:
-                        kind = record.error_kind or "cancelled"
-                        transition.errors[kind] = transition.errors.get(kind, 0) + 1
-                return None
-        return record.epoch
+                return transition
+        return None
 
     # ---- queries -------------------------------------------------------------------------------
     def _ensure(self, variant: str) -> list[EpochInfo]:

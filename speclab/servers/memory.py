@@ -113,30 +113,57 @@ def memory_table(
 ) -> list[dict[str, Any]]:
     """One row per variant: weights, KV-cache tokens, max concurrency, KV usage over the run, and
     the same against the baseline (``*_vs_baseline``: difference for GiB, ratio for tokens and
-    concurrency). Values the server did not state are None."""
+    concurrency). Values the server did not state are None. For servers that ran one
+    configuration (``accept``); a run whose variants can be relaunched uses ``epoch_memory_table``."""
     items = list(servers.values()) if isinstance(servers, Mapping) else list(servers)
     usage = kv_usage_by_variant or {}
     base = next((s for s in items if s.baseline), None)
+    bm = base.memory if base is not None else None
+    return [{"variant": s.variant, **_facts(s.baseline, s.memory, usage.get(s.variant), bm)} for s in items]
+
+
+@dataclass(frozen=True, slots=True)
+class EpochMemory:
+    """One config epoch of one variant: the memory facts of the server that ran it (empty where
+    they are not known) and the KV usage scraped while the epoch ran."""
+
+    variant: str
+    epoch: int
+    label: str
+    start_s: float
+    baseline: bool
+    memory: MemoryInfo
+    kv_usage: KvUsage | None = None
+
+
+def epoch_memory_table(epochs: Sequence[EpochMemory]) -> list[dict[str, Any]]:
+    """One row per (variant, epoch), as ``memory_table``'s plus ``epoch`` and ``label``: each row
+    pairs its epoch's server facts with its epoch's KV usage, nothing summed across epochs. The
+    ``*_vs_baseline`` figures compare with the baseline's epoch that was running when the row's
+    epoch began (its first where none had begun yet)."""
+    bases = sorted((e for e in epochs if e.baseline), key=lambda e: (e.start_s, e.epoch))
     rows = []
-    for s in items:
-        kv = usage.get(s.variant) or KvUsage()
-        m = s.memory
-        row: dict[str, Any] = {
-            "variant": s.variant,
-            "baseline": s.baseline,
-            "weights_gib": m.weights_gib,
-            "kv_cache_tokens": m.kv_cache_tokens,
-            "max_concurrency": m.max_concurrency,
-            "max_concurrency_len": m.max_concurrency_len,
-            "kv_usage_mean": kv.mean,
-            "kv_usage_peak": kv.peak if kv.samples else None,
-        }
-        bm = base.memory if base is not None else None
-        row["weights_gib_vs_baseline"] = _diff(m.weights_gib, bm.weights_gib if bm else None)
-        row["kv_cache_tokens_vs_baseline"] = _ratio(m.kv_cache_tokens, bm.kv_cache_tokens if bm else None)
-        row["max_concurrency_vs_baseline"] = _ratio(m.max_concurrency, bm.max_concurrency if bm else None)
-        rows.append(row)
+    for e in epochs:
+        base = next((b for b in reversed(bases) if b.start_s <= e.start_s), bases[0] if bases else None)
+        rows.append({"variant": e.variant, "epoch": e.epoch, "label": e.label,
+                     **_facts(e.baseline, e.memory, e.kv_usage, base.memory if base is not None else None)})
     return rows
+
+
+def _facts(baseline: bool, m: MemoryInfo, kv: KvUsage | None, bm: MemoryInfo | None) -> dict[str, Any]:
+    usage = kv or KvUsage()
+    return {
+        "baseline": baseline,
+        "weights_gib": m.weights_gib,
+        "kv_cache_tokens": m.kv_cache_tokens,
+        "max_concurrency": m.max_concurrency,
+        "max_concurrency_len": m.max_concurrency_len,
+        "kv_usage_mean": usage.mean,
+        "kv_usage_peak": usage.peak if usage.samples else None,
+        "weights_gib_vs_baseline": _diff(m.weights_gib, bm.weights_gib if bm else None),
+        "kv_cache_tokens_vs_baseline": _ratio(m.kv_cache_tokens, bm.kv_cache_tokens if bm else None),
+        "max_concurrency_vs_baseline": _ratio(m.max_concurrency, bm.max_concurrency if bm else None),
+    }
 
 
 def _diff(a: float | None, b: float | None) -> float | None:

@@ -97,7 +97,7 @@ class LiveSession:
         # Kept only with keep_records (sweep cells; the recorder has them); the verdict and the
         # cross-check read the tally, which holds nothing per request. Events likewise: the
         # aggregator hands each to the snapshots, the recorder writes it.
-        self.tally = RunTally()
+        self.tally = RunTally(book=self.aggregator.book)  # per (variant, epoch), as the aggregator
         self.records: list[RequestRecord] = []
         self.samples: list[ServerSample] = []
         self.events: list[Event] = []
@@ -125,6 +125,7 @@ class LiveSession:
             self.metrics = self.make.metrics(options.metrics_port, options.metrics_host,
                                              {"lab": self.info.lab, **self.info.pair})
         if self.metrics is not None:
+            self.metrics.collector.set_time_scale(self.time_scale.s)
             self.metrics.collector.expect_classes(self.classes)
             self.bus.listen(self.metrics.collector.update)
 
@@ -243,6 +244,7 @@ class LiveSession:
     def add_event(self, event: Event) -> None:
         if self.options.keep_records:
             self.events.append(event)
+        self.tally.add_event(event, self.servers_running)  # before a relaunch replaces the server
         self.aggregator.add_event(event)
         if self.recorder is not None:
             self.recorder.write_events([event])
@@ -257,13 +259,14 @@ class LiveSession:
                 self._gpu.sample()
 
     async def _scrape_all(self) -> None:
-        """One scrape of every server, its samples always taken. A scraper's counters are deltas
+        """One scrape of every server (a relaunching one is read by its relaunch), its samples always
+        taken. A scraper's counters are deltas
         from its previous read: a sample dropped (the run ended while it was on its way) would lose
         those counts from the server side of the acceptance cross-check, and two reads of one server
         at once could be parsed out of order (a counter seen going down reads as a restart)."""
         async with self._scraping:
-            samples = await asyncio.gather(
-                *(s.scrape(self.http, self.now()) for s in self.scrapers.values()), return_exceptions=True)
+            samples = await asyncio.gather(*(s.scrape(self.http, self.now()) for v, s in self.scrapers.items()
+                                             if v not in self.relaunching), return_exceptions=True)
             for failure in (s for s in samples if isinstance(s, BaseException)):
                 self.add_event(Event(t=self.now(), kind="warning", message=f"scrape failed: {failure!r}"))
             self._take_samples([s for s in samples if isinstance(s, ServerSample)])
@@ -342,7 +345,8 @@ class LiveSession:
                 for name, server in self.servers_running.items():
                     if server.log_path is not None:
                         self.recorder.copy_log(name, server.log_path)
-                servers = {n: {"command": s.command, "settings": s.settings} for n, s in self.servers_running.items()}
+                servers = {n: {"command": s.command, "settings": s.settings, "memory": s.memory.as_dict()}
+                           for n, s in self.servers_running.items()}
                 self.recorder.close({"status": self._status, "health": asdict(self.final.run_health),
                                      "saturated_intervals": list(self.final.saturated_intervals),
                                      "sim_trailing_intervals": self.drift.trailing(),

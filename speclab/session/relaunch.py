@@ -154,6 +154,9 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
         await session.scrape_once(variant)  # the old server's last counts, before it stops
         try:
             done = await manager.relaunch(variant, changes)
+            # The old server had stopped when the new one began to start (a request that finished
+            # later was the new server's, on the same port): the cross-check pairs them so.
+            stopped_at = session.now() - session.time_scale.to_model(float(done.data.get("ready_after_s") or 0.0))
             server = session.servers_running[variant] = manager.servers[variant]
             server.headers = dict(session.headers)
             await first_answer(session.http, server, server.backend.readiness.answer_timeout_s)
@@ -171,7 +174,8 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
         session.add_event(Event(
             t=t1, kind=RELAUNCH_EVENT, variant=variant,
             message=f"{done.message}; {label} from t={t1:.1f} s (transition {t1 - t0:.1f} s)",
-            data={**done.data, "epoch": epoch, "label": label, "settings": dict(server.settings)},
+            data={**done.data, "epoch": epoch, "label": label, "settings": dict(server.settings),
+                  "old_stopped_s": round(stopped_at, 3)},
         ))
         if session.runner is not None:
             await session.runner.set_target(target_for(server, epoch))

@@ -74,4 +74,4 @@ def test_the_run_tally_gives_what_crosscheck_gives_over_the_same_stream() -> Non
     tally.add_samples(samples)
     assert tally.crosscheck() == crosscheck(records, samples)
     assert (tally.measured, tally.measured_failed, tally.error_kinds, tally.first_error) == (10, 1, {"http_5xx"}, "boom")
-    assert not tally.all_failed and tally.kv_usage == {"k2": KvUsage(3, 0.0 + 0.1 + 0.30000000000000004, 0.30000000000000004)}
+    assert not tally.all_failed and tally.kv_usage == {("k2", 1): KvUsage(3, 0.0 + 0.1 + 0.30000000000000004, 0.30000000000000004)}
