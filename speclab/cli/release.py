@@ -20,5 +20,7 @@ def release_notes(directories: tuple[Path, ...], out: Path) -> int:
     for missing in doc["missing"]:
         click.echo(f"warning: no {missing['kind']} report given; the note says so ({missing['made_by']} writes one)",
                    err=True)
+    for warning in doc.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"verdict: {doc['verdict']}")
     return int(ExitCode.OK)

@@ -4,8 +4,14 @@ Three kinds, told apart by their files: an accept report (``report.json`` with `
 directory (``sweep.json``) and a drill report (``report.json`` with ``drill``). Every problem is an
 ``InputError`` of one line naming the directory: a missing directory, one that is none of the
 three, a schema speclab does not read, two inputs of one kind, simulated figures beside measured
-ones, and inputs whose pairs (models, revisions, method, tokenizer hashes) differ. A missing kind
-is not an error here: the note says which input it lacks.
+ones, a ``time_scale`` that is no time scale (or not 1 on real servers), and inputs whose pairs
+(models, revisions, method, tokenizer hashes) differ. A missing kind is not an error here: the note
+says which input it lacks.
+
+Inputs at different simulator time scales are not refused but noted (``ReleaseInputs.warnings``):
+every figure of a scaled run is modelled time, so they compare, and ``--time-scale auto``, the
+default, picks S per command (the accept for its heaviest stage, the sweep per load level, the
+drill for its load), so the release workflow's own inputs routinely differ in S.
 """
 
 from __future__ import annotations
@@ -54,6 +60,28 @@ class ReleaseInput:
     def simulated(self) -> bool:
         return bool(self.doc.get("simulated"))
 
+    @property
+    def time_scale(self) -> float:
+        """The simulators' S (a sweep: its largest, as sweep.json has it); 1 where the report names none."""
+        return max(self.time_scales)
+
+    @property
+    def time_scale_by_load(self) -> dict[str, float]:
+        """A sweep's S per load level (empty for other inputs and for a sweep at one S throughout)."""
+        return {str(k): _scale(v) for k, v in (self.doc.get("time_scale_by_load") or {}).items()}
+
+    @property
+    def time_scales(self) -> list[float]:
+        """Every S the input's figures were measured at, ascending."""
+        by_load = self.time_scale_by_load
+        return sorted(set(by_load.values())) if by_load else [_scale(self.doc.get("time_scale"))]
+
+    @property
+    def time_scale_text(self) -> str:
+        """``4``, or a sweep's ``1-8 by load level``."""
+        low, high = self.time_scales[0], self.time_scales[-1]
+        return f"{low:g}" if low == high else f"{low:g}-{high:g} by load level"
+
 
 @dataclass(frozen=True)
 class ReleaseInputs:
@@ -61,6 +89,7 @@ class ReleaseInputs:
     sweep: ReleaseInput | None
     drill: ReleaseInput | None
     sweep_markdown: str | None  # the sweep directory's sweep.md, the note's sweep section
+    warnings: tuple[str, ...] = ()  # what the note must say about its inputs (different time scales)
 
     def present(self) -> list[ReleaseInput]:
         return [i for i in (self.accept, self.sweep, self.drill) if i is not None]
@@ -68,6 +97,34 @@ class ReleaseInputs:
     @property
     def missing(self) -> list[str]:
         return [kind for kind in KINDS if getattr(self, kind) is None]
+
+
+def _scale(value: Any) -> float:
+    """A report's ``time_scale`` (absent in reports from before time scales: they ran at 1)."""
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+        raise ValueError(f"time_scale {value!r} is not a time scale (a number of at least 1)")
+    return float(value)
+
+
+def _check_time_scale(item: ReleaseInput) -> None:
+    where = item.path / ("sweep.json" if item.kind == SWEEP else "report.json")
+    try:
+        scales = item.time_scales
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if not item.simulated and scales != [1.0]:
+        raise InputError(f"{where}: measured on real servers but at time scale {item.time_scale_text} "
+                         "(real servers always run at 1)")
+
+
+def _scale_warning(inputs: Sequence[ReleaseInput]) -> str | None:
+    if len({tuple(i.time_scales) for i in inputs}) < 2:
+        return None
+    shown = ", ".join(f"{i.kind} {i.time_scale_text} ({i.path})" for i in inputs)
+    return (f"inputs at different time scales: {shown}; every figure is modelled time, and each section of the "
+            "note names its own scale")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -101,7 +158,7 @@ def read_input(directory: Path) -> ReleaseInput:
         for key in ("cells", "crossover", "schedule", "speculative_config"):
             if key not in doc:
                 raise InputError(f"{sweep}: no {key!r} (every {SWEEP_SCHEMA} document has one)")
-        return ReleaseInput(SWEEP, directory, doc)
+        return _checked(ReleaseInput(SWEEP, directory, doc))
     if not report.is_file():
         raise InputError(f"{directory}: neither report.json (accept or drill) nor sweep.json (sweep) in it")
     doc = _read_json(report)
@@ -110,11 +167,16 @@ def read_input(directory: Path) -> ReleaseInput:
         absent = [k for k in DRILL_KEYS if k not in doc["drill"]]
         if absent:
             raise InputError(f"{report}: drill block lacks {', '.join(absent)}")
-        return ReleaseInput(DRILL, directory, doc)
+        return _checked(ReleaseInput(DRILL, directory, doc))
     if isinstance(doc.get("gates"), list):
-        return ReleaseInput(ACCEPT, directory, doc)
+        return _checked(ReleaseInput(ACCEPT, directory, doc))
     raise InputError(f"{report}: a {doc.get('command') or 'run'} report, neither an accept report (no 'gates') "
                      "nor a drill report (no 'drill')")
+
+
+def _checked(item: ReleaseInput) -> ReleaseInput:
+    _check_time_scale(item)
+    return item
 
 
 def _pair_conflict(inputs: Sequence[ReleaseInput]) -> str | None:
@@ -133,7 +195,8 @@ def _pair_conflict(inputs: Sequence[ReleaseInput]) -> str | None:
 
 
 def collect(directories: Iterable[Path]) -> ReleaseInputs:
-    """Read every directory; refuse duplicates, mixed simulated/measured inputs and different pairs."""
+    """Read every directory; refuse duplicates, mixed simulated/measured inputs and different pairs;
+    note different time scales."""
     by_kind: dict[str, ReleaseInput] = {}
     for directory in directories:
         item = read_input(Path(directory))
@@ -156,4 +219,5 @@ def collect(directories: Iterable[Path]) -> ReleaseInputs:
     md = None
     if sweep is not None and (sweep.path / "sweep.md").is_file():
         md = (sweep.path / "sweep.md").read_text()
-    return ReleaseInputs(by_kind.get(ACCEPT), sweep, by_kind.get(DRILL), md)
+    warning = _scale_warning([by_kind[k] for k in KINDS if k in by_kind])
+    return ReleaseInputs(by_kind.get(ACCEPT), sweep, by_kind.get(DRILL), md, (warning,) if warning else ())

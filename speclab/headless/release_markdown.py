@@ -4,6 +4,9 @@ Sections follow the release form: the pair, the gates in the checklist's order, 
 metrics per class against the baseline, the recommended k schedule (the sweep's ``sweep.md``
 embedded one heading level down), the memory and KV-cache table with the topology, and the
 rollback drill. A missing input gets its section anyway, saying what is missing and how to make it.
+
+Under a simulator time scale S ≠ 1 the note says so under its title, and each section built from a
+scaled input names its scale and marks its times "modelled".
 """
 
 from __future__ import annotations
@@ -21,6 +24,30 @@ def _f(value: Any, spec: str = ".1f", suffix: str = "") -> str:
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100.0 * value:.1f}%"
+
+
+def _scaled(scale: float | None) -> bool:
+    return scale is not None and scale != 1.0
+
+
+def _sweep_scale(s: dict[str, Any]) -> str:
+    """The sweep's S: ``4``, or ``1-8 by load level``."""
+    values = sorted(set((s.get("time_scale_by_load") or {}).values())) or [s.get("time_scale") or 1.0]
+    return f"{values[0]:g}" if len(values) == 1 else f"{values[0]:g}-{values[-1]:g} by load level"
+
+
+def _time_scales(doc: dict[str, Any]) -> list[str]:
+    """Under the title: the inputs' time scales when any is not 1, and a warning when they differ."""
+    scales = {kind: v for kind, v in (doc.get("time_scale") or {}).items() if v is not None}
+    if not any(_scaled(v) for v in scales.values()):
+        return []
+    shown = ", ".join(f"{kind} {_sweep_scale(doc['schedule']) if kind == 'sweep' else f'{v:g}'}"
+                      for kind, v in scales.items())
+    lines = [f"**Time scale** ({shown}): the simulators ran their clock S times slower than wall time; every time, "
+             "rate and duration in this note is modelled time, as in the reports it comes from.", ""]
+    for warning in doc.get("warnings") or []:
+        lines += [f"**Warning**: {warning}.", ""]
+    return lines
 
 
 def _missing(doc: dict[str, Any], kind: str) -> list[str]:
@@ -59,12 +86,15 @@ def _headline(doc: dict[str, Any]) -> list[str]:
     h = doc["headline"]
     if h is None:
         return lines + _missing(doc, "accept")
+    scale = h.get("time_scale")
+    ms = "ms, modelled" if _scaled(scale) else "ms"
     lines += [f"From the accept report's {h['from_stage'] or 'measured'} traffic; e2e is corrected latency "
               f"(from each request's intended send time); baseline `{h['baseline']}` on the same traffic. "
               "Acceptance length counts the bonus token; the distribution is the share of verify steps that "
-              "accepted exactly j drafts.", "",
+              "accepted exactly j drafts."
+              + (f" Time scale {scale:g}: latencies are modelled time." if _scaled(scale) else ""), "",
               "| variant | class | requests | acceptance length | distribution (j drafts accepted) | rejection rate "
-              "| e2e p50 / p90 / p99 / p99.9 ms | baseline e2e p50 / p99 ms | p50 / p99 vs baseline "
+              f"| e2e p50 / p90 / p99 / p99.9 {ms} | baseline e2e p50 / p99 {ms} | p50 / p99 vs baseline "
               "| structured failures | baseline | Δ points |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in h["rows"]:
@@ -96,6 +126,8 @@ def _schedule(doc: dict[str, Any], sweep_md: str | None) -> list[str]:
     s = doc["schedule"]
     if s is None:
         return lines + _missing(doc, "sweep")
+    if _scaled(s.get("time_scale")):
+        lines += [f"Sweep at time scale {_sweep_scale(s)}: its latencies, rates and throughputs are modelled time.", ""]
     ranges = s.get("schedule") or []
     if ranges:
         lines += ["| running batch | k |", "|---|---|"]
@@ -151,8 +183,12 @@ def _drill(doc: dict[str, Any]) -> list[str]:
     d = doc["drill"]
     if d is None:
         return lines + _missing(doc, "drill")
-    lines += [f"Verdict: **{d['verdict'].upper()}** ({d.get('lab') or '–'} × {d.get('scenario') or '–'})", "",
-              "| rollback s (command → last request routed to a speculative backend) | drain s (→ last in-flight "
+    scaled = _scaled(d.get("time_scale"))
+    lines += [f"Verdict: **{d['verdict'].upper()}** ({d.get('lab') or '–'} × {d.get('scenario') or '–'})", ""]
+    if scaled:
+        lines += [f"Time scale {d['time_scale']:g}: the drill's seconds and latencies are modelled time.", ""]
+    unit = "s, modelled" if scaled else "s"
+    lines += [f"| rollback {unit} (command → last request routed to a speculative backend) | drain {unit} (→ last in-flight "
               "speculative response finished) | in flight at the flip | failed during the flip | converged |",
               "|---|---|---|---|---|",
               f"| {_f(d.get('rollback_s'), '.3f')} | {_f(d.get('drain_s'), '.3f')} | {d.get('in_flight_at_flip')} "
@@ -160,15 +196,16 @@ def _drill(doc: dict[str, Any]) -> list[str]:
     if d.get("limit_s") is not None:
         lines += [f"Rollback limit {d['limit_s']:g} s" + (f", rolled back by {d['rollback_by']}" if d.get("rollback_by")
                                                           else "") + ".", ""]
-    return lines + _tenants(d.get("tenants") or {})
+    return lines + _tenants(d.get("tenants") or {}, scaled)
 
 
-def _tenants(tenants: dict[str, Any]) -> list[str]:
+def _tenants(tenants: dict[str, Any], scaled: bool = False) -> list[str]:
     """Per tenant: each phase of the drill as a row where the drill reports phases, else its scalar facts."""
     lines: list[str] = []
     phased = {n: f for n, f in tenants.items() if isinstance(f, dict) and isinstance(f.get("phases"), dict)}
     if phased:
-        lines += ["| tenant | role | phase | pool | served by | requests | errors | e2e p50 / p99 ms | rejection rate "
+        ms = "ms, modelled" if scaled else "ms"
+        lines += [f"| tenant | role | phase | pool | served by | requests | errors | e2e p50 / p99 {ms} | rejection rate "
                   "| structured failures |", "|---|---|---|---|---|---|---|---|---|---|"]
         for name, facts in phased.items():
             for phase, p in facts["phases"].items():
@@ -194,7 +231,7 @@ def render_release(doc: dict[str, Any], sweep_md: str | None = None) -> str:
     sim = " (SIMULATED: figures modelled by speclab.sim, not measured on a GPU)" if doc["simulated"] else ""
     title = (f"# Release note: {p.get('target_model') or '?'}@{p.get('target_revision') or '?'} with "
              f"{p.get('draft_model') or '?'}@{p.get('draft_revision') or '?'}{sim}")
-    lines = [title, "", f"Verdict: **{doc['verdict']}**", ""]
+    lines = [title, "", *_time_scales(doc), f"Verdict: **{doc['verdict']}**", ""]
     lines += [f"- {kind} report: {path or '**missing**'}" for kind, path in doc["inputs"].items()]
     lines.append("")
     for part in (_pair(doc), _gates(doc), _headline(doc), _schedule(doc, sweep_md), _memory(doc), _drill(doc)):

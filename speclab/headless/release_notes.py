@@ -4,6 +4,10 @@ The checklist asks the release to name the pair (point 12), carry the grid searc
 2), the gates and the four headline metrics, the memory table with the topology (point 9) and the
 rehearsed rollback (point 11). Everything here is read from the reports as they were written, never
 measured again; where an input is missing the document says so instead of leaving a silent gap.
+
+Each input carries its simulator time scale S (``time_scale``, per input and in the section built
+from it): under S ≠ 1 every time, rate and duration of that input is modelled time, and the note
+labels it so. Inputs at different scales are noted in ``warnings``.
 """
 
 from __future__ import annotations
@@ -128,7 +132,8 @@ def _headline(accept: ReleaseInput | None) -> dict[str, Any] | None:
                     "baseline_structured_failure_rate": base_sfr,
                     "structured_delta_points": None if sfr is None or base_sfr is None else round(100 * (sfr - base_sfr), 3),
                 })
-    return {"baseline": base_name, "from_stage": report.get("variant_tables_from"), "latency": E2E, "rows": rows}
+    return {"baseline": base_name, "from_stage": report.get("variant_tables_from"), "latency": E2E,
+            "time_scale": accept.time_scale, "rows": rows}
 
 
 def _schedule(sweep: ReleaseInput | None) -> dict[str, Any] | None:
@@ -140,7 +145,8 @@ def _schedule(sweep: ReleaseInput | None) -> dict[str, Any] | None:
             "crossover": doc.get("crossover"), "best_fixed_k": doc.get("best_fixed_k"),
             "objective": evidence.get("objective"), "class": evidence.get("class"),
             "no_crossover": doc.get("no_crossover") or [], "complete": doc.get("complete"),
-            "notes": doc.get("notes") or []}
+            "notes": doc.get("notes") or [], "time_scale": sweep.time_scale,
+            "time_scale_by_load": sweep.time_scale_by_load or None}
 
 
 def _topology(report: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +175,11 @@ def _drill(drill: ReleaseInput | None) -> dict[str, Any] | None:
     if drill is None:
         return None
     return {**drill.doc["drill"], "lab": drill.doc.get("lab"), "scenario": drill.doc.get("scenario"),
-            "verdict": _drill_gate(drill)["status"]}
+            "verdict": _drill_gate(drill)["status"], "time_scale": drill.time_scale}
+
+
+def _time_scale(item: ReleaseInput | None) -> float | None:
+    return None if item is None else item.time_scale
 
 
 def _verdict(gates: list[dict[str, Any]], missing: list[str]) -> str:
@@ -194,6 +204,8 @@ def release_document(inputs: ReleaseInputs) -> dict[str, Any]:
         "simulated": any(i.simulated for i in present),
         "lab": next((i.doc.get("lab") for i in present if i.doc.get("lab")), None),
         "inputs": {kind: str(getattr(inputs, kind).path) if getattr(inputs, kind) else None for kind in KINDS},
+        "time_scale": {kind: _time_scale(getattr(inputs, kind)) for kind in KINDS},
+        "warnings": list(inputs.warnings),
         "missing": [{"kind": m, "made_by": HOW_TO_MAKE[m]} for m in missing],
         "verdict": _verdict(gates, missing),
         "pair": _pair(inputs),

@@ -14,6 +14,13 @@ the cell's number as its ``epoch`` label and its id and load level on ``speclab_
 the counters of every finished cell stay up beside the running one, and each cell ends one
 ``speclab_config_info`` label set and starts the next, as a relaunch does.
 
+Under a simulator time scale S the counters count modelled events and the histograms hold modelled
+seconds, as the report does, but Prometheus's ``rate()`` is per wall second, S times too low:
+``speclab_time_scale`` serves S (1 for real servers), so a per-second panel multiplies its rate by it
+(docs/monitoring.md), and ``speclab_config_info`` carries it as ``time_scale``. S is the run's
+(``run["time_scale"]``, or ``set_time_scale``); a sweep's cells may each have their own, so the
+gauge holds the running cell's.
+
 Every (variant, epoch, class) series is served from the epoch's first snapshot, at zero until its
 first request finishes: a class whose requests all finish between two scrapes still shows as an
 increase, so ``rate()`` and ``histogram_quantile`` panels have the baseline they need. The classes
@@ -42,7 +49,15 @@ Row = tuple[tuple[str, str, str], ClassStats, int]  # (variant, epoch, class), i
 LATENCY_SERIES: Final[dict[Latency, tuple[str, str]]] = {m.metric: (m.prom, m.prom_help) for m in LATENCY_METRICS}
 CONFIG_LABELS: Final = ("variant", "epoch", "label", "lab", "target_model", "target_revision", "draft_model",
                         "draft_revision", "method", "k", "max_num_seqs", "max_num_batched_tokens",
-                        "enable_chunked_prefill", "simulated", "cell", "load")
+                        "enable_chunked_prefill", "simulated", "time_scale", "cell", "load")
+
+
+def _scale(value: Any) -> float:
+    """A time scale S as served: a number ≥ 1 (none given: 1, as for real servers)."""
+    s = 1.0 if value is None else float(value)
+    if not s >= 1.0:
+        raise ValueError(f"time scale {value!r}: expected a number of at least 1")
+    return s
 
 
 def _text(value: Any) -> str:
@@ -66,11 +81,13 @@ class Part:
 class SpeclabCollector(Collector):
     """Serves the newest snapshot handed to ``update`` (called by the session for every one).
 
-    ``run`` holds facts fixed for the run (``lab`` and the pair's keys, as reports carry them).
+    ``run`` holds facts fixed for the run (``lab`` and the pair's keys, as reports carry them, and
+    ``time_scale``, the simulators' S).
     """
 
     def __init__(self, run: Mapping[str, Any] | None = None) -> None:
         self._run = dict(run or {})
+        self._time_scale = _scale(self._run.get("time_scale"))
         # (finished parts, the current part), swapped as one reference: the HTTP thread reads whole states.
         self._state: tuple[tuple[Part, ...], Part] = ((), Part())
         self._parts = False
@@ -87,8 +104,19 @@ class SpeclabCollector(Collector):
             return  # a part's final snapshot is its last word: nothing published after it may replace it
         self._state = (done, replace(part, snapshot=snapshot))
 
-    def begin_part(self, epoch: str, labels: Mapping[str, str]) -> None:
-        """Keep what was served so far and start the next part (a sweep's next cell)."""
+    def set_time_scale(self, scale: float) -> None:
+        """The simulators' S from now on (a session sets its own; a sweep's cell its level's)."""
+        self._time_scale = _scale(scale)
+
+    @property
+    def time_scale(self) -> float:
+        return self._time_scale
+
+    def begin_part(self, epoch: str, labels: Mapping[str, str], time_scale: float | None = None) -> None:
+        """Keep what was served so far and start the next part (a sweep's next cell, at ``time_scale``
+        when given)."""
+        if time_scale is not None:
+            self.set_time_scale(time_scale)
         done, part = self._state
         self._parts = True
         self._state = ((*done, part) if part.snapshot is not None else done, Part(epoch, dict(labels)))
@@ -132,8 +160,13 @@ class SpeclabCollector(Collector):
         finished = self._ended if self._parts else bool(snaps and snaps[-1].finished)
         done = GaugeMetricFamily(PREFIX + "run_finished", "1 once the final snapshot is out.")
         done.add_metric([], 1.0 if finished else 0.0)
+        scale = GaugeMetricFamily(PREFIX + "time_scale", "Wall seconds per modelled second: the simulators' time "
+                                  "scale S (1: real servers). Counters count modelled events but rate() is per wall "
+                                  "second: rate() * speclab_time_scale is per modelled second.")
+        scale.add_metric([], self._time_scale)
         yield t
         yield done
+        yield scale
 
     def _config(self, served: list[tuple[Part, Snapshot]]) -> Iterator[Metric]:
         info = GaugeMetricFamily(PREFIX + "config_info", "Each variant's current configuration (value 1); a relaunch "
@@ -163,7 +196,8 @@ class SpeclabCollector(Collector):
             "draft_revision": run.get("draft_revision") if speculative else "",
             "method": (s.get("method") or run.get("draft_method")) if speculative else "",
             "k": k, "max_num_seqs": s.get("max_num_seqs"), "max_num_batched_tokens": s.get("max_num_batched_tokens"),
-            "enable_chunked_prefill": s.get("enable_chunked_prefill"), "simulated": simulated, **part.labels,
+            "enable_chunked_prefill": s.get("enable_chunked_prefill"), "simulated": simulated,
+            "time_scale": f"{self._time_scale:g}", **part.labels,
         }
 
 
@@ -228,14 +262,15 @@ def _histograms(rows: list[Row]) -> Iterator[Metric]:
 
 def _health(snap: Snapshot) -> Iterator[Metric]:
     h = snap.health
+    # The client's own health is judged in wall time, before any time scale's division.
     for name, doc, value in (
-        ("client_schedule_lag_p99_seconds", "The load generator's schedule lag p99 in its last report.",
+        ("client_schedule_lag_p99_seconds", "The load generator's schedule lag p99 in its last report (wall time).",
          h.schedule_lag_p99_ms / 1000.0),
-        ("client_loop_lag_max_seconds", "The load generator's worst event-loop lag in its last report.",
+        ("client_loop_lag_max_seconds", "The load generator's worst event-loop lag in its last report (wall time).",
          h.loop_lag_max_ms / 1000.0),
         ("client_send_delay_p99_seconds", "The load generator's send delay p99 (sent stamp to the request's "
-         "write) in its last report.", h.send_delay_p99_ms / 1000.0),
-        ("client_read_lateness_seconds", "The load generator's read lateness p99.5 in its last report.",
+         "write) in its last report (wall time).", h.send_delay_p99_ms / 1000.0),
+        ("client_read_lateness_seconds", "The load generator's read lateness p99.5 in its last report (wall time).",
          h.read_lateness_ms / 1000.0),
         ("client_cpu_ratio", "The busiest traffic worker's CPU use, 1 = one core.", h.cpu_percent / 100.0),
         ("client_in_flight_requests", "Requests in flight at the workers' last report.", float(h.in_flight)),

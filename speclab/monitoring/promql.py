@@ -7,6 +7,11 @@ the recording rule of the same name records. The definitions are docs/measuremen
 per-position rate = Σaccepted at position i / Σdrafts, drafts per request = verify steps per
 finished request. Sums run over vLLM's ``engine`` label (data-parallel engines) and keep ``job``,
 ``instance`` and ``model_name``; an idle server yields no sample rather than NaN.
+
+speclab's simulator under a time scale S counts modelled events, S times slower than wall time, and
+says so on its ``/metrics`` (``speclab_sim_time_scale``): a per-second rate of its counters is
+multiplied by S (``per_modelled_second``), so it reads like the report; a real server has no such
+series and its rate is left as it is. Ratios of rates need no factor.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ ACCEPTED_PER_POS: Final = names.PROM_SPEC_ACCEPTED_PER_POS + "_total"
 REQUESTS_FINISHED: Final = names.PROM_REQUEST_SUCCESS + "_total"
 PROMPT_TOKENS: Final = names.PROM_PROMPT_TOKENS + "_total"
 CACHE_CONFIG_INFO: Final = "vllm:cache_config_info"
+SIM_TIME_SCALE: Final = names.PROM_SIM_TIME_SCALE
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,11 @@ def _m(metric: str, selector: str) -> str:
 
 def rate_sum(metric: str, window: str, selector: str = "", by: tuple[str, ...] = BY_INSTANCE) -> str:
     return f"sum by ({_by(by)}) (rate({_m(metric, selector)}[{window}]))"
+
+
+def per_modelled_second(rate: str) -> str:
+    """A rate per wall second → per modelled second: × S on a time-scaled simulator, as it is elsewhere."""
+    return f"(\n{rate}\n* on (job, instance) group_left ()\n{SIM_TIME_SCALE}\n)\nor\n{rate}"
 
 
 def ratio(numerator: str, denominator: str) -> str:

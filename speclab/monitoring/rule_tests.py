@@ -1,8 +1,10 @@
 """promtool unit tests of the kit's rules on synthetic series (``promtool test rules``).
 
-The recording test feeds two servers (one with two data-parallel engines) and checks every
-spec-decode ratio, per position, per server and per model, and each latency quantile and mean,
-against values computed from the synthetic rates. The alert test runs four servers for a baseline
+The recording test feeds three servers (one with two data-parallel engines, one a speclab simulator
+at time scale 4, whose counters grow a quarter as fast per wall second) and checks every
+spec-decode ratio, per position, per server and per model, each counter rate (per modelled second:
+×4 on the simulator), and each latency quantile and mean, against values computed from the
+synthetic rates. The alert test runs four servers for a baseline
 window and five spike windows (85 minutes at the default windows): one whose rejection rate jumps
 (the spike alert must fire, with the rise in its description, but neither before nor while pending),
 one whose rate swings inside a band (it must not), one with too little drafting to judge, and one
@@ -16,7 +18,7 @@ from typing import Any, Final
 
 from speclab.model import names
 
-from .promql import PHASES, QUANTILES, Phase, format_duration
+from .promql import PHASES, QUANTILES, SIM_TIME_SCALE, Phase, format_duration
 from .rules import ALERTS_FILE, LOW_ACCEPTANCE_LENGTH, RECORDING_FILE, SPIKE_POINTS, RecordedNames, Windows
 from .synthetic import JOB, MODEL, Segment, Server, SpecRates, Totals, counter_values, input_series, totals
 
@@ -36,6 +38,8 @@ _QUIET_SPIKE = SpecRates(drafted=0.5, accepted=0.05, drafts=0.2, per_pos=(0.05, 
 
 # Observations per second of each latency histogram, by bucket index (vLLM's default buckets).
 _LATENCY_SPREAD: Final = {1: 0.2, 2: 0.12, 3: 0.06, 5: 0.02}
+SIM_INSTANCE: Final = "10.0.0.3:8000"
+SIM_SCALE: Final = 4.0  # the simulator's time scale: its wall rates are a quarter of its modelled ones
 
 
 def _evaluation(w: Windows) -> str:
@@ -53,7 +57,9 @@ def _close(expr: str, expected: float, labels: str, eval_s: int) -> dict[str, An
             "exp_samples": [{"labels": labels, "value": 1}]}
 
 
-def _spec_checks(w: Windows, servers: list[Server], eval_s: int) -> list[dict[str, Any]]:
+def _spec_checks(w: Windows, servers: list[Server], eval_s: int,
+                 scales: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """``scales``: the time scale of each simulator instance (its counter rates are reported × S)."""
     checks: list[dict[str, Any]] = []
     by_instance: dict[str, list[Server]] = {}
     for s in servers:
@@ -61,14 +67,15 @@ def _spec_checks(w: Windows, servers: list[Server], eval_s: int) -> list[dict[st
     for instance, group in by_instance.items():
         sel = group[0].selector()
         labels = _labels(job=JOB, instance=instance, model_name=MODEL)
+        scale = (scales or {}).get(instance, 1.0)
         for window_s in (w.rate_s, w.spike_s, w.baseline_s):
             t = totals(group, eval_s, window_s)
             win = format_duration(window_s)
             name = f"model_instance:vllm_spec_decode_{{}}:{{}}{win}{{{{{sel}}}}}"
             checks += [
-                _close(name.format("draft_tokens", "rate"), t.drafted / window_s, labels, eval_s),
-                _close(name.format("accepted_tokens", "rate"), t.accepted / window_s, labels, eval_s),
-                _close(name.format("drafts", "rate"), t.drafts / window_s, labels, eval_s),
+                _close(name.format("draft_tokens", "rate"), scale * t.drafted / window_s, labels, eval_s),
+                _close(name.format("accepted_tokens", "rate"), scale * t.accepted / window_s, labels, eval_s),
+                _close(name.format("drafts", "rate"), scale * t.drafts / window_s, labels, eval_s),
                 _close(name.format("acceptance_rate", "ratio_rate"), t.acceptance_rate, labels, eval_s),
                 _close(name.format("rejection_rate", "ratio_rate"), t.rejection_rate, labels, eval_s),
                 _close(name.format("acceptance_length", "mean_rate"), t.acceptance_length, labels, eval_s),
@@ -141,9 +148,12 @@ def recording_test(w: Windows) -> dict[str, Any]:
         Server("10.0.0.1:8000", "0", (Segment(SpecRates(3.0, 1.8, 1.0, (0.9, 0.6, 0.3), 0.2), seconds),)),
         Server("10.0.0.1:8000", "1", (Segment(SpecRates(2.0, 1.2, 0.8, (0.6, 0.4, 0.2), 0.2), seconds),)),
         Server("10.0.0.2:8000", "0", (Segment(SpecRates(5.0, 1.0, 2.0, (0.6, 0.3, 0.1), 0.4), seconds),)),
+        Server(SIM_INSTANCE, "0", (Segment(SpecRates(1.0, 0.5, 0.25, (0.25, 0.125, 0.125), 0.125), seconds),)),
     ]
     series = [s for server in servers for s in input_series(server, w.scrape_s)]
-    checks = _spec_checks(w, servers, seconds)
+    series.append({"series": f'{SIM_TIME_SCALE}{_labels(job=JOB, instance=SIM_INSTANCE)}',
+                   "values": f"{SIM_SCALE!r}x{seconds // w.scrape_s}"})
+    checks = _spec_checks(w, servers, seconds, {SIM_INSTANCE: SIM_SCALE})
     labels = _labels(job=JOB, instance="10.0.0.1:8000", model_name=MODEL)
     for phase in PHASES:
         hist, mean = _latency_series(phase, w.scrape_s, seconds)

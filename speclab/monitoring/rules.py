@@ -3,7 +3,9 @@
 Recorded names follow Prometheus's ``level:metric:operations`` convention: ``model_instance:``
 keeps ``job``, ``instance`` and ``model_name`` (one server), ``model:`` sums a model across its
 servers. The windows derive from the scrape interval (``Windows``) so a rate always spans at least
-four scrapes. Alerts read recorded series, so ``vllm-spec-decode.rules.yml`` must be loaded with
+four scrapes. Counter rates are per modelled second (× ``speclab_sim_time_scale`` on a time-scaled
+simulator, ``promql.per_modelled_second``), so the alerts' volume guard means the same on either.
+Alerts read recorded series, so ``vllm-spec-decode.rules.yml`` must be loaded with
 ``vllm-spec-decode-alerts.rules.yml``.
 """
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import promql
-from .promql import BY_MODEL, PHASES, QUANTILES, format_duration
+from .promql import BY_MODEL, PHASES, QUANTILES, format_duration, per_modelled_second
 
 RECORDING_FILE: Final = "vllm-spec-decode.rules.yml"
 ALERTS_FILE: Final = "vllm-spec-decode-alerts.rules.yml"
@@ -93,9 +95,9 @@ def spec_decode_group(w: Windows) -> dict[str, Any]:
     for window in (w.rate, w.spike, w.baseline):
         inst = f"model_instance:vllm_spec_decode_{{}}:{{}}{window}"
         rules += [
-            _rec(inst.format("draft_tokens", "rate"), promql.rate_sum(promql.DRAFT_TOKENS, window)),
-            _rec(inst.format("accepted_tokens", "rate"), promql.rate_sum(promql.ACCEPTED, window)),
-            _rec(inst.format("drafts", "rate"), promql.rate_sum(promql.DRAFTS, window)),
+            _rec(inst.format("draft_tokens", "rate"), per_modelled_second(promql.rate_sum(promql.DRAFT_TOKENS, window))),
+            _rec(inst.format("accepted_tokens", "rate"), per_modelled_second(promql.rate_sum(promql.ACCEPTED, window))),
+            _rec(inst.format("drafts", "rate"), per_modelled_second(promql.rate_sum(promql.DRAFTS, window))),
             _rec(inst.format("acceptance_rate", "ratio_rate"), promql.acceptance_rate(window)),
             _rec(inst.format("rejection_rate", "ratio_rate"), promql.rejection_rate(window)),
             _rec(inst.format("acceptance_length", "mean_rate"), promql.acceptance_length(window)),

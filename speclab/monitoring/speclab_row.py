@@ -5,6 +5,12 @@ prompt class, so the row shows what vLLM's series cannot — acceptance per clas
 output failure rate, corrected latency, and which draft model and revision each epoch ran
 (``speclab_config_info``). Grouped by ``instance`` (one speclab process), ``variant`` and ``epoch``,
 never summed across epochs; the ``variant`` variable lists the variants speclab serves.
+
+Under a simulator time scale S speclab's counters count modelled events, but ``rate()`` is per wall
+second: a panel that plots a per-second rate multiplies it by ``speclab_time_scale`` (S, per
+``instance``), so it reads per modelled second like the report. Ratios of two rates and quantiles
+of the latency histograms (already in modelled seconds) need no factor; the load generator's health
+is wall time, and says so.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from .dashboard import DATASOURCE, Panel, Row, Target
 from .rules import Windows
 
 RATE: Final = "$__rate_interval"
+TIME_SCALE: Final = "speclab_time_scale"
 SELECTOR: Final = 'variant=~"$variant"'
 BY: Final = "instance, variant, epoch"
 LEGEND: Final = "{{variant}} e{{epoch}}"
@@ -23,6 +30,11 @@ CLASS_LEGEND: Final = "{{variant}} e{{epoch}} {{class}}"
 
 def _rate(metric: str, by: str = BY) -> str:
     return f"sum by ({by}) (rate(speclab_{metric}{{{SELECTOR}}}[{RATE}]))"
+
+
+def per_modelled_second(expr: str) -> str:
+    """A per-wall-second rate of speclab's counters → per modelled second (× S of its speclab process)."""
+    return f"({expr})\n* on (instance) group_left ()\nmax by (instance) ({TIME_SCALE})"
 
 
 def _ratio(numerator: str, denominator: str) -> str:
@@ -54,9 +66,12 @@ def speclab_row() -> Row:
         Panel("Time per output token p50 / p99", "(last token − first token) / (tokens − 1).",
               tuple(Target(_quantile(q, "request_tpot_seconds"), f"{LEGEND} p{round(q * 100)}") for q in (0.5, 0.99)),
               unit="s"),
-        Panel("Requests and errors", "Successful requests per second, and errors per second by kind (0 when none).",
-              (Target(_rate("requests_total"), f"{LEGEND} ok"),
-               Target(f"{_rate('request_errors_total', f'{BY}, kind')}\nor\n{_rate('requests_total')} * 0",
+        Panel("Requests and errors", "Successful requests per modelled second, and errors per modelled second "
+              "by kind (0 when none): rate × speclab_time_scale, so a simulator run S times slower than wall time "
+              "reads as the report does.",
+              (Target(per_modelled_second(_rate("requests_total")), f"{LEGEND} ok"),
+               Target(per_modelled_second(f"{_rate('request_errors_total', f'{BY}, kind')}\nor\n"
+                                          f"{_rate('requests_total')} * 0"),
                       f"{LEGEND} {{{{kind}}}} errors")), unit="reqps"),
         Panel("Structured-output failure rate", "Responses failing their schema ÷ responses that had one.",
               (Target(_ratio(_rate("structured_output_failures_total", by_class),
@@ -64,10 +79,10 @@ def speclab_row() -> Row:
               unit="percentunit", max=1),
         Panel("Load generator health", "Schedule-lag p99, the client's own error on the way out (send delay "
               "p99) and back (read lateness p99.5), and whether it kept up: a saturated client's numbers describe "
-              "the client.",
-              (Target("speclab_client_schedule_lag_p99_seconds", "{{instance}} schedule lag p99"),
-               Target("speclab_client_send_delay_p99_seconds", "{{instance}} send delay p99"),
-               Target("speclab_client_read_lateness_seconds", "{{instance}} read lateness p99.5"),
+              "the client. Wall time: the client's health is judged before any time scale's division.",
+              (Target("speclab_client_schedule_lag_p99_seconds", "{{instance}} schedule lag p99 (wall)"),
+               Target("speclab_client_send_delay_p99_seconds", "{{instance}} send delay p99 (wall)"),
+               Target("speclab_client_read_lateness_seconds", "{{instance}} read lateness p99.5 (wall)"),
                Target("speclab_client_saturated", "{{instance}} saturated")), unit="s"),
     ))
 

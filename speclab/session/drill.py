@@ -299,7 +299,7 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
     if options.metrics_port is not None:  # every input checked, nothing started: a port in use is exit 2
         pair = pair_info(plan.lab, require_pairing(plan.lab, force=True))
         endpoint = serve_metrics(options.metrics_port, options.metrics_host,
-                                 {"lab": plan.lab.name, **{k: str(v) for k, v in pair.items()}})
+                                 {"lab": plan.lab.name, **{k: str(v) for k, v in pair.items()}, "time_scale": scale.s})
         metrics = DrillMetrics(endpoint, plan.routing.variants, [c.name for c in plan.plan.classes],
                                simulated=engine.simulated, warmup_s=plan.plan.warmup_s)
     drill = _Drill(plan, out, metrics, scale)

@@ -167,7 +167,7 @@ def test_before_the_first_snapshot_only_the_run_series_exist() -> None:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     names = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
-    assert names == {"speclab_run_elapsed_seconds", "speclab_run_finished"}
+    assert names == {"speclab_run_elapsed_seconds", "speclab_run_finished", "speclab_time_scale"}
 
 
 def test_endpoint_serves_and_a_port_in_use_is_bad_input(final: tuple[Snapshot, Any]) -> None:
@@ -230,3 +230,37 @@ def test_the_client_health_gauges_carry_the_flags_inputs_in_seconds() -> None:
     assert _one(samples, "speclab_client_read_lateness_seconds") == pytest.approx(0.00225)
     assert _one(samples, "speclab_client_schedule_lag_p99_seconds") == pytest.approx(0.003)
     assert _one(samples, "speclab_client_saturated") == 1.0
+
+
+def test_the_time_scale_is_served_as_a_gauge_and_on_the_config(final: tuple[Snapshot, Any]) -> None:
+    """Counters count modelled events but rate() is per wall second: the dashboard multiplies by S."""
+    samples = _samples(final[0])  # a run that names no scale: real servers, or S = 1
+    assert _one(samples, "speclab_time_scale") == 1.0
+    assert {lab["time_scale"] for lab, _ in samples["speclab_config_info"]} == {"1"}
+    scaled = SpeclabCollector({**RUN, "time_scale": 4.0})
+    scaled.update(final[0])
+    samples = _collected(scaled)
+    assert _one(samples, "speclab_time_scale") == 4.0
+    assert {lab["time_scale"] for lab, _ in samples["speclab_config_info"]} == {"4"}
+    assert _one(samples, "speclab_requests_total", variant="k4", epoch="2", **{"class": "qa"}) == \
+        final[0].epochs["k4"][1].stats.classes["qa"].requests  # the counts themselves stay modelled events
+    scaled.set_time_scale(2.5)
+    assert _one(_collected(scaled), "speclab_time_scale") == 2.5
+    with pytest.raises(ValueError, match="at least 1"):
+        scaled.set_time_scale(0.5)
+    with pytest.raises(ValueError, match="at least 1"):
+        SpeclabCollector({"time_scale": 0})
+
+
+def test_each_sweep_cell_serves_its_own_time_scale() -> None:
+    collector = SpeclabCollector(RUN)
+    collector.begin_part("1", {"cell": "k0-c1", "load": "concurrency=1"}, time_scale=1.0)
+    collector.update(_cell("k0", 0, 4, finished=True))
+    assert _one(_collected(collector), "speclab_time_scale") == 1.0
+    collector.begin_part("2", {"cell": "k2-c64", "load": "concurrency=64"}, time_scale=8.0)
+    collector.update(_cell("k2", 2, 6, finished=False))
+    samples = _collected(collector)
+    assert _one(samples, "speclab_time_scale") == 8.0  # the running cell's
+    assert [(i["cell"], i["time_scale"]) for i, _ in samples["speclab_config_info"]] == [("k2-c64", "8")]
+    collector.begin_part("3", {"cell": "k4-c64", "load": "concurrency=64"})  # no scale given: unchanged
+    assert collector.time_scale == 8.0

@@ -53,6 +53,8 @@ MUTATIONS = {
         "(rate(vllm:spec_decode_num_draft_tokens_total", 'position="0"'),
     "engines not summed": ("vllm-spec-decode.rules.yml", "sum by (job, instance, model_name) (rate(",
                            "sum by (job, instance, model_name, engine) (rate(", "10.0.0.1:8000"),
+    "a time-scaled simulator's rates left per wall second": ("vllm-spec-decode.rules.yml", "speclab_sim_time_scale\n",
+                                                             "speclab_sim_time_scale ^ 0\n", "10.0.0.3:8000"),
 }
 
 

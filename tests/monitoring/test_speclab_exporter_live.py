@@ -10,6 +10,7 @@ one label set and start the next at the relaunch; ``promtool check metrics`` mus
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -49,10 +50,15 @@ class Live:
     board: dict[str, Any]
 
 
+def _reads_speclab(expr: str) -> bool:
+    """A query of speclab's own series (not the simulator's ``speclab_sim_time_scale`` beside vLLM's)."""
+    return re.search(r"\bspeclab_(?!sim_)", expr) is not None
+
+
 def _speclab_queries(board: dict[str, Any]) -> list[tuple[str, str]]:
     panels = [(f"{p['title']} [{t['refId']}]", t["expr"]) for p in board["panels"] if p["type"] != "row"
-              for t in p["targets"] if "speclab_" in t["expr"]]
-    notes = [(a["name"], a["expr"]) for a in board["annotations"]["list"] if "speclab_" in a.get("expr", "")]
+              for t in p["targets"] if _reads_speclab(t["expr"])]
+    notes = [(a["name"], a["expr"]) for a in board["annotations"]["list"] if _reads_speclab(a.get("expr", ""))]
     return panels + notes
 
 
