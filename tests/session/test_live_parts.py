@@ -21,9 +21,13 @@ from speclab.session.options import RunOptions
 class _Collector:
     seen: list[Snapshot] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
+    time_scale: float | None = None
 
     def update(self, snapshot: Snapshot) -> None:
         self.seen.append(snapshot)
+
+    def set_time_scale(self, scale: float) -> None:
+        self.time_scale = scale
 
     def expect_classes(self, classes: list[str]) -> None:
         self.classes.extend(classes)
@@ -51,6 +55,7 @@ def test_the_clock_and_the_metrics_endpoint_are_the_ones_handed_in() -> None:
     session = LiveSession(options, collaborators=Collaborators(clock=lambda: now[0], metrics=metrics))
     assert bound == [(9999, "127.0.0.1", "default")]
     assert endpoint.collector.classes == list(session.classes) != []  # served at zero before any request
+    assert endpoint.collector.time_scale == session.time_scale.s  # its rates are per modelled second
     now[0] = 52.5
     assert session.now() == 2.5
     session.add_event(Event(t=session.now(), kind="warning", message="a note"))
