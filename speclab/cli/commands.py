@@ -129,7 +129,7 @@ def lab_summary(session: Any) -> list[str]:
 
     lines = []
     if session.final is not None:
-        lines.append(f"speclab lab: {session.info.scenario} on {session.info.lab}: {progress_line(session.final)}")
+        lines.append(f"speclab lab: {session.info.scenario} on {session.info.lab}: {progress_line(session.final, whole_run=True)}")
     path = session.options.record_path
     if path is not None:
         failure = getattr(session.recorder, "failure", None)

@@ -16,7 +16,7 @@ def _ms(us: int | None) -> str:
     return "–" if us is None else f"{us / 1000:.0f}"
 
 
-def progress_line(snap: Snapshot) -> str:
+def progress_line(snap: Snapshot, *, whole_run: bool = False) -> str:
     """E.g. ``t=12s baseline 8.0 req/s p99 e2e 412ms err 0 | k4 8.0 req/s p99 390ms AL 2.71 rej 31% | client ok``."""
     parts = [f"t={snap.t:5.1f}s"]
     for name, vstats in snap.cumulative.items():
@@ -35,11 +35,14 @@ def progress_line(snap: Snapshot) -> str:
         if any(t.variant == name and t.end_s is None for t in snap.transitions):
             piece += " RELAUNCHING"
         parts.append(piece)
-    health = snap.health
+    # A line a second: the latest interval's client; a run's summary (``whole_run``): its worst interval's,
+    # as the report has it (the last interval of a run cut short by q can hold nothing).
+    health = snap.run_health if whole_run else snap.health
     if health.saturated:
         parts.append(f"CLIENT SATURATED ({health.reason})")
     else:
-        parts.append(f"client lag p99 {health.schedule_lag_p99_ms:.1f}ms cpu {health.cpu_percent:.0f}%")
+        worst = "worst interval: " if whole_run else ""
+        parts.append(f"client {worst}lag p99 {health.schedule_lag_p99_ms:.1f}ms cpu {health.cpu_percent:.0f}%")
     if snap.paused:
         parts.append("PAUSED")
     return " | ".join(parts)

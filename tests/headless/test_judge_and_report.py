@@ -104,6 +104,10 @@ def test_progress_line_and_markdown_carry_the_headline_metrics() -> None:
     assert line.startswith("t=") and "k2" in line and "AL 2.50" in line and "rej 25%" in line
     saturated = Snapshot(t=1.0, interval=0, health=ClientHealth(saturated=True, reason="schedule lag p99 9 ms"))
     assert "CLIENT SATURATED (schedule lag p99 9 ms)" in progress_line(saturated)
+    # A run's summary quotes its worst interval, not the last (an interval cut short can hold nothing).
+    ended = Snapshot(t=9.4, interval=9, health=ClientHealth(), run_health=ClientHealth(schedule_lag_p99_ms=4.3))
+    assert "client lag p99 0.0ms" in progress_line(ended)
+    assert "client worst interval: lag p99 4.3ms" in progress_line(ended, whole_run=True)
     info = SessionInfo(lab="lab", scenario="sc", variants=("k2",), classes=("qa",), simulated=True)
     view = ServerView(variant="k2", status="ready", command="vllm serve x", base_url="http://h", engine="sim")
     report = build_report(info, final, servers={"k2": view})
