@@ -22,6 +22,7 @@ from .vllm_flags import NOT_EXTRA, REMOVED, SHORT_ALIASES
 DraftMethod = Literal["draft_model", "eagle", "eagle3", "ngram", "mtp", "suffix"]
 Topology = Literal["separate", "shared"]
 SchedulingPolicy = Literal["fcfs", "priority"]
+SimGpu = Literal["H100", "H200", "A100", "L4"]  # the simulator's GPU profiles (speclab/sim/hardware.py)
 
 # Methods whose drafter is a separate checkpoint that must be named (and paired with the target).
 METHODS_WITH_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
@@ -125,7 +126,7 @@ class ServerDefaults(_Settings):
     distributed_executor_backend: Literal["ray", "mp"] | None = None
     topology: Topology = "separate"
     gpus: list[Annotated[int, Field(ge=0, le=L.MAX_GPU_INDEX)]] | None = None
-    sim_gpu: str = "H100"
+    sim_gpu: SimGpu = "H100"
     base_port: int | None = Field(default=None, ge=1024, le=65535)
     seed: int = Field(default=0, ge=L.SEED_MIN, le=L.SEED_MAX)
     api_key_env: str | None = None

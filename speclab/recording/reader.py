@@ -134,13 +134,22 @@ class Recording:
         return out
 
 
+def _lines(path: Path, encoding: str) -> list[str]:
+    """The file's lines; a recording file that cannot be read (a directory in its place, no
+    permission) is bad input, in one line."""
+    try:
+        with open(path, encoding=encoding, errors="replace") as fh:
+            return fh.readlines()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read this recording file: {exc.strerror or exc}") from None
+
+
 def _read_lines(path: Path, warnings: list[str], parse: Callable[[str], T]) -> Iterator[T]:
     """Parsed lines; a truncated or unparsable *last* line warns, any other bad line is an error."""
     if not path.exists():
         warnings.append(f"{path}: missing; treated as empty")
         return
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.readlines()
+    lines = _lines(path, "utf-8")
     for number, line in enumerate(lines, start=1):
         last = number == len(lines)
         if not line.strip():
@@ -196,8 +205,7 @@ def _read_hlog(
     if not path.exists():
         warnings.append(f"{path}: missing; no interval histograms")
         return out, None
-    with open(path, encoding="ascii", errors="replace") as fh:
-        lines = fh.readlines()
+    lines = _lines(path, "ascii")
     for number, line in enumerate(lines, start=1):
         last = number == len(lines)
         if line.startswith(layout.CLOSED_MARK):

@@ -110,7 +110,12 @@ def resolve_inputs(options: RunOptions, *, plan: Plan | None = None, lab: Lab | 
 
 def variant_names(options: RunOptions, lab: Lab | None) -> tuple[str, ...]:
     if lab is None:
-        return tuple(parse_attach(spec)[0] for spec in options.attach)
+        labels = tuple(parse_attach(spec)[0] for spec in options.attach)
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise InputError(f"--attach: label {', '.join(repeated)} given twice; each server needs its own "
+                             "(LABEL=http://HOST:PORT)")
+        return labels
     names = lab.variant_names
     if options.variants:
         unknown = [v for v in options.variants if v not in names]

@@ -164,3 +164,13 @@ def test_corrupt_middle_line_is_an_error(tmp_path: Path) -> None:
     (path / layout.REQUESTS).write_text("".join(lines))
     with pytest.raises(InputError, match=r"requests\.jsonl: line 4: not a valid entry"):
         Recording.open(path)
+
+
+@pytest.mark.parametrize("name", [layout.REQUESTS, layout.INTERVALS])
+def test_a_recording_file_that_cannot_be_read_is_bad_input_in_one_line(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "rec"
+    _write_run(path, upto=3)
+    (path / name).unlink()
+    (path / name).mkdir()  # a directory where the file should be
+    with pytest.raises(InputError, match=rf"{name.replace('.', r'[.]')}: cannot read this recording file: Is a directory"):
+        Recording.open(path)

@@ -84,6 +84,7 @@ def test_good_lab_loads(tmp_path: Path) -> None:
         ("max_num_seqs = 8", 'extra_args = ["--disable-log-stats"]', "lab.toml: server.extra_args: --disable-log-stats: speclab reads vLLM's per-request metrics"),
         ("max_num_seqs = 8", 'extra_args = ["--spec-tokens", "3"]', "lab.toml: server.extra_args: --spec-tokens: vLLM refuses it beside the --speculative-config"),
         ("max_num_seqs = 8", 'extra_args = ["--port", "9"]', "lab.toml: server.extra_args: --port: speclab sets it"),
+        ("max_num_seqs = 8", 'sim_gpu = "Z999"', "lab.toml: server.sim_gpu: expected one of 'H100', 'H200', 'A100', 'L4'"),
         ("max_num_seqs = 8", 'topology = "shared"\ngpu_memory_utilization = 0.9', None),
         ("max_num_seqs = 8", "gpus = [0]", "lab.toml: server.gpus: topology 'separate' needs 2 GPUs"),
     ],

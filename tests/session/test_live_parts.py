@@ -140,3 +140,9 @@ async def test_a_relaunch_read_waits_for_the_read_on_its_way(monkeypatch: pytest
     await relaunch
     await loop
     assert scraper.reads == 2 and [s.spec_drafts for s in session.samples] == [10, 5]
+
+
+def test_two_attached_servers_under_one_label_are_bad_input() -> None:
+    options = RunOptions(scenario="smoke", attach=("a=http://127.0.0.1:1", "a=http://127.0.0.1:2"))
+    with pytest.raises(InputError, match="--attach: label a given twice"):
+        resolve_inputs(options)

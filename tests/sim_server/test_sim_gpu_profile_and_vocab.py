@@ -119,3 +119,12 @@ def test_an_eagle_head_is_priced_and_sized_as_the_head() -> None:
     assert 0.6 < eagle.memory.draft_weights_gib < 0.9 < 2.0 < draft.memory.draft_weights_gib
     assert eagle.timer.draft is not None and draft.timer.draft is not None
     assert eagle.timer.draft.fixed_s < draft.timer.draft.fixed_s
+
+
+def test_a_lab_names_exactly_the_simulator_s_gpus() -> None:
+    from typing import get_args
+
+    from speclab.model.lab import SimGpu
+    from speclab.sim.hardware import GPU_PROFILES
+
+    assert set(get_args(SimGpu)) == set(GPU_PROFILES)  # a lab's sim_gpu is checked when it loads
