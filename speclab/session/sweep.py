@@ -29,6 +29,7 @@ from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import Lab
 from speclab.model.snapshot import Snapshot
+from speclab.recording.preflight import require_writable_dir
 from speclab.servers.backends import AUTO, EngineRequest
 from speclab.servers.engine import select_engine
 from speclab.servers.pairing import pair_info, require_pairing
@@ -134,7 +135,9 @@ def check_resume(directory: Path, grid: Grid, lab: Lab, scenario: str) -> list[C
 
 
 def prepare_directory(directory: Path, *, resume: bool, force: bool) -> None:
-    """A fresh sweep refuses to write over another one unless ``force``; then clears its files."""
+    """A fresh sweep refuses to write over another one unless ``force``; then clears its files. A
+    directory that cannot be written is refused first, before any cell runs."""
+    require_writable_dir(directory, "--report")
     if resume:
         return
     if (directory / "sweep.json").exists() and not force:

@@ -10,6 +10,7 @@ import pytest
 
 from speclab.model.errors import InputError
 from speclab.model.lab import load_lab
+from speclab.session.sweep import prepare_directory
 from speclab.sweep import DraftRules, failed_cell, load_sweep, make_grid, reduce_sweep, remaining
 from speclab.sweep.output import write_sweep
 from speclab.sweep.plots import PLOT_NAMES
@@ -120,3 +121,10 @@ def test_resume_refuses_what_is_not_a_sweep(tmp_path: Path) -> None:
     (tmp_path / "sweep.json").write_text("{not json")
     with pytest.raises(InputError, match="not readable as JSON"):
         load_sweep(tmp_path)
+
+
+def test_a_sweep_report_directory_that_cannot_be_written_is_refused_before_any_cell(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match=r"^--report .*afile: .*afile exists and is not a directory$"):
+        prepare_directory(blocker, resume=False, force=False)
