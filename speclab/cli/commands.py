@@ -25,9 +25,14 @@ DEFAULT_SCENARIO = "mixed"
 
 
 def _variants(value: str | None) -> tuple[str, ...] | None:
-    if not value:
+    if value is None:
         return None
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if not names or repeated:
+        raise InputError(f"--variants {value!r}: " + (f"{', '.join(repeated)} named twice" if repeated
+                                                       else "expected comma-separated variant names"))
+    return names
 
 
 def run_options(scenario: str, opts: dict[str, Any], *, lab: str | None = None) -> RunOptions:

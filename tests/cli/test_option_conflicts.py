@@ -147,3 +147,10 @@ def test_lab_show_engine_vllm_without_vllm_is_refused_as_run_refuses_it(tmp_path
     assert sim.exit_code == 0 and "# this machine runs the simulator" in sim.output
     auto = _invoke("lab", "show", "default")
     assert auto.exit_code == 0 and "# this machine runs the simulator (" not in auto.output.split("\n")[0]
+
+
+@pytest.mark.parametrize(("value", "why"), [(",", "expected comma-separated variant names"), ("", "expected"),
+                                            ("k2,k2", "k2 named twice")])
+def test_a_variants_list_that_names_nothing_or_one_twice_is_refused(value: str, why: str) -> None:
+    err = _one_line_bad_input(_invoke("run", "smoke", "--engine", "sim", "--variants", value))
+    assert f"--variants {value!r}: {why}" in err
