@@ -15,10 +15,10 @@ read once more as its transition begins and then stops; what it served after tha
 neither epoch (its counters were never read again), and what the new server served once it had
 taken over, before its epoch began (requests that waited for it), is the new epoch's on both sides,
 though the epochs' accounting places those requests in the transition. As at any read, requests in
-flight across one can leave a small gap. KV usage leaves the transitions out (a stopping or freshly started server is no measure
-of the epoch), and each epoch keeps the server it ran on, remembered when its transition begins
-(the running server stands for the current epoch), so the memory table pairs that server's facts
-with that epoch's use.
+flight across one can leave a small gap. KV usage leaves the transitions out (a stopping or freshly
+started server is no measure of the epoch), and each epoch keeps the server it ran on, remembered
+when its transition begins (the running server stands for the current epoch), so the memory table
+pairs that server's facts with that epoch's use.
 """
 
 from __future__ import annotations

@@ -94,10 +94,9 @@ class LiveSession:
         self.recorder: RecordingWriter | None = None
         self.summary: TrafficSummary | None = None
         self.final: Snapshot | None = None
-        # Kept only with keep_records (sweep cells; the recorder has them); the verdict and the
-        # cross-check read the tally, which holds nothing per request. Events likewise: the
-        # aggregator hands each to the snapshots, the recorder writes it.
-        self.tally = RunTally(book=self.aggregator.book)  # per (variant, epoch), as the aggregator
+        # Kept only with keep_records (sweep cells); the verdict and the cross-check read the tally
+        # (per variant and epoch, as the aggregator), which holds nothing per request.
+        self.tally = RunTally(book=self.aggregator.book)
         self.records: list[RequestRecord] = []
         self.samples: list[ServerSample] = []
         self.events: list[Event] = []
@@ -260,8 +259,7 @@ class LiveSession:
 
     async def _scrape_all(self) -> None:
         """One scrape of every server (a relaunching one is read by its relaunch), its samples always
-        taken. A scraper's counters are deltas
-        from its previous read: a sample dropped (the run ended while it was on its way) would lose
+        taken. A scraper's counters are deltas from its previous read: a sample dropped would lose
         those counts from the server side of the acceptance cross-check, and two reads of one server
         at once could be parsed out of order (a counter seen going down reads as a restart)."""
         async with self._scraping:
