@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from speclab.model.errors import SpeclabError
+from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 
 
@@ -20,6 +20,13 @@ class DefaultGroup(click.Group):
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
+
+
+def require_terminal(command: str, instead: str) -> None:
+    """Refuse to open a Textual app when stdin or stdout is not a terminal: the app would draw
+    into a pipe or a file and wait for keys that never come. ``instead``: the headless way."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise InputError(f"{command}: the app needs a terminal, and stdin or stdout is not one; {instead}")
 
 
 def _guard(fn: Callable[[], int]) -> None:

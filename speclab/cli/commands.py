@@ -17,6 +17,7 @@ from speclab.model.time_scale import parse_time_scale
 from speclab.servers.backends.ids import AUTO
 from speclab.session.options import RunOptions
 
+from .base import require_terminal
 from .options import cluster_settings, metrics_settings
 
 LAB_DEFAULT_DURATION_S = 24 * 3600.0
@@ -106,6 +107,7 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
     session = LiveSession(dataclasses.replace(options, keep_records=False, keep_intervals=False))
     app = create_app(session, session, yield_cpu=True)
     try:
+        require_terminal("lab", "for a run without the app use `speclab run`")
         app.run()
         if session.final is None and not session.stopped:
             # The app ended without `q` (a crash): stop what it started. Servers run under a reaper
@@ -208,6 +210,7 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
     from speclab.recording.replay import ReplaySource
     from speclab.ui.app import create_app
 
+    require_terminal("replay", "for the report alone use --report DIR")
     source = ReplaySource(rec, speed=float(opts.get("speed") or 1.0))
     app = create_app(source, None, replay=source)
     app.run()

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from speclab.model.limits import auto_workers
+from speclab.model.limits import MAX_WORKERS, auto_workers, check_option
 from speclab.servers.backends import AUTO, engine_choices, engine_request
 
 
@@ -104,6 +104,7 @@ def cluster_settings(opts: dict[str, Any]) -> dict[str, Any]:
     workers = opts.get("workers")
     if workers is None or workers == AUTO_WORKERS:
         return {"workers": None if cluster else auto_workers(), "cluster": cluster}
+    check_option("--workers", int(workers), 1, MAX_WORKERS)  # before the banner, not when the workers start
     return {"workers": int(workers), "cluster": cluster}
 
 

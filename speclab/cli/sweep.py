@@ -18,7 +18,7 @@ import click
 from speclab.model.time_scale import parse_time_scale
 from speclab.servers.backends import EngineRequest
 
-from .base import _guard
+from .base import _guard, require_terminal
 from .options import (
     cluster_options,
     cluster_settings,
@@ -85,7 +85,7 @@ def lab_ks(lab: Any) -> str:
 def sweep_setup(args: SweepArgs) -> Any:
     from speclab.model.lab import load_lab
     from speclab.session.sweep import SweepSetup
-    from speclab.sweep import make_grid, parse_list, parse_schedule, rules_for_lab
+    from speclab.sweep import make_grid, parse_list, parse_schedule, rules_for_lab, schedule_option
 
     lab = load_lab(args.lab)
     seqs = lab.effective(lab.baseline).max_num_seqs or 256
@@ -94,14 +94,14 @@ def sweep_setup(args: SweepArgs) -> Any:
         concurrency = ",".join(str(c) for c in ladder(seqs, 3 if args.quick else 4))
     k = args.k if args.k is not None else (QUICK_K if args.quick else lab_ks(lab))
     grid = make_grid(
-        parse_list(k, "k"),
+        parse_list(k, "--k"),
         rules=rules_for_lab(lab),
-        schedules=[parse_schedule(s, f"schedules[{i}]") for i, s in enumerate(args.schedules)],
-        max_num_seqs=parse_list(args.max_num_seqs, "max_num_seqs") or None,
-        max_num_batched_tokens=parse_list(args.max_num_batched_tokens, "max_num_batched_tokens") or None,
-        chunked_prefill=parse_list(args.chunked_prefill, "chunked_prefill", bool) or None,
-        concurrency=parse_list(concurrency, "load.concurrency") if concurrency is not None else None,
-        rate=parse_list(rate, "load.rate", float) if rate is not None else None,
+        schedules=[parse_schedule(s, schedule_option(i, len(args.schedules))) for i, s in enumerate(args.schedules)],
+        max_num_seqs=parse_list(args.max_num_seqs, "--max-num-seqs") or None,
+        max_num_batched_tokens=parse_list(args.max_num_batched_tokens, "--max-num-batched-tokens") or None,
+        chunked_prefill=parse_list(args.chunked_prefill, "--chunked-prefill", bool) or None,
+        concurrency=parse_list(concurrency, "--concurrency") if concurrency is not None else None,
+        rate=parse_list(rate, "--rate", float) if rate is not None else None,
         repeats=args.repeats,
         warmup_s=args.warmup if args.warmup is not None else (QUICK_WARMUP_S if args.quick else DEFAULT_WARMUP_S),
         min_requests=args.min_requests,
@@ -130,6 +130,7 @@ def run_sweep_app(setup: Any) -> int:
     from speclab.sweep.lines import crossover_lines
     from speclab.ui.sweep_app import SweepApp
 
+    require_terminal("sweep", "drop --app to run it headless")
     app = SweepApp(setup, cell_report)
     try:
         app.run()

@@ -20,7 +20,17 @@ from .cells import (
     summarize_samples,
 )
 from .confirm import best_fixed_k, confirmation, confirmation_configs
-from .grid import CellConfig, CellPlan, Grid, LoadLevel, make_grid, parse_list, parse_schedule, rules_for_lab
+from .grid import (
+    CellConfig,
+    CellPlan,
+    Grid,
+    LoadLevel,
+    make_grid,
+    parse_list,
+    parse_schedule,
+    rules_for_lab,
+    schedule_option,
+)
 from .result import SWEEP_SCHEMA, SweepResult, load_sweep, reduce_sweep, remaining, sweep_document
 from .rules import DraftRules, check_k, check_schedule
 from .slo import Slo, parse_slo
@@ -29,6 +39,6 @@ __all__ = [
     "MEASURES", "SWEEP_SCHEMA", "CellConfig", "CellPlan", "CellResult", "DraftRules", "Grid", "LoadLevel",
     "ServerSummary", "Slo", "SweepResult", "best_fixed_k", "cell_from_epoch", "cell_from_report", "check_k", "check_schedule",
     "confirmation", "confirmation_configs", "epoch_block", "failed_cell", "load_sweep", "make_grid",
-    "parse_list", "parse_schedule", "parse_slo", "reduce_sweep", "remaining", "rules_for_lab",
+    "parse_list", "parse_schedule", "parse_slo", "reduce_sweep", "remaining", "rules_for_lab", "schedule_option",
     "summarize_samples", "sweep_document",
 ]

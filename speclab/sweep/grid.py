@@ -3,8 +3,8 @@ a load ladder, with repeats, warm-up, a minimum of requests per class and the SL
 
 Validated once, up front, so a bad grid is one line naming the field (exit 2) before any server
 starts. k = 0 (the baseline) is always part of it: every comparison is against it, at the same
-batch settings and on the same traffic. Field names are the grid's keys (``k``, ``schedules[1]``,
-``load.concurrency``, ``repeats`` ...), which are also the ``speclab sweep`` option names.
+batch settings and on the same traffic. Errors name the ``speclab sweep`` option that gave the
+value (``--k``, ``--schedule``, ``--concurrency``, ``--repeats`` ...), the grid's only source.
 """
 
 from __future__ import annotations
@@ -244,26 +244,26 @@ def _distinct(values: Sequence[Any], field_name: str) -> None:
 
 def _ladder(concurrency: Sequence[Any] | None, rate: Sequence[Any] | None) -> tuple[LoadLevel, ...]:
     if concurrency and rate:
-        raise InputError("load: give concurrency levels or rates, not both (a ladder is closed loop or open loop)")
+        raise InputError("--concurrency, --rate: give one load ladder, not both (a ladder is closed loop or open loop)")
     if not concurrency and not rate:
-        raise InputError("load: the load ladder is empty; give concurrency levels (e.g. 1,8,32) or rates")
+        raise InputError("--concurrency: the load ladder is empty; give concurrency levels (e.g. 1,8,32) or --rate")
     levels: list[LoadLevel] = []
     if concurrency:
-        _distinct(list(concurrency), "load.concurrency")
-        for i, c in enumerate(concurrency):
+        _distinct(list(concurrency), "--concurrency")
+        for c in concurrency:
             if isinstance(c, (int, float)) and not isinstance(c, bool) and c <= 0:
-                raise InputError(f"load.concurrency[{i}]: {c} is not a load level; concurrency must be at least 1")
-            levels.append(LoadLevel("concurrency", _whole(c, f"load.concurrency[{i}]", 1, MAX_CONCURRENCY, "requests in flight")))
+                raise InputError(f"--concurrency: {c} is not a load level; concurrency must be at least 1")
+            levels.append(LoadLevel("concurrency", _whole(c, "--concurrency", 1, MAX_CONCURRENCY, "requests in flight")))
     else:
         assert rate is not None
-        _distinct(list(rate), "load.rate")
-        for i, r in enumerate(rate):
+        _distinct(list(rate), "--rate")
+        for r in rate:
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
-                raise InputError(f"load.rate[{i}]: {r!r} is not a rate in requests/s")
+                raise InputError(f"--rate: {r!r} is not a rate in requests/s")
             if r <= 0:
-                raise InputError(f"load.rate[{i}]: {r:g} is not a load level; a rate must be above 0 requests/s")
+                raise InputError(f"--rate: {r:g} is not a load level; a rate must be above 0 requests/s")
             if r > MAX_RATE:
-                raise InputError(f"load.rate[{i}]: {r:g} requests/s is above the limit of {MAX_RATE:,.0f}")
+                raise InputError(f"--rate: {r:g} requests/s is above the limit of {MAX_RATE:,.0f}")
             levels.append(LoadLevel("rate", float(r)))
     return tuple(sorted(levels))
 
@@ -272,7 +272,7 @@ def _axis(values: Sequence[Any] | None, field_name: str, check: Any) -> tuple[An
     if values is None or len(values) == 0:
         return (None,)
     _distinct(list(values), field_name)
-    return tuple(None if v is None else check(v, f"{field_name}[{i}]") for i, v in enumerate(values))
+    return tuple(None if v is None else check(v, field_name) for v in values)
 
 
 def _bool(value: object, field_name: str) -> bool:
@@ -300,26 +300,26 @@ def make_grid(
     """The validated grid; k = 0 is added when missing. InputError names the first bad field."""
     ks = list(k)
     if not ks and not schedules:
-        raise InputError("k: the grid is empty; give draft lengths to compare with the baseline (e.g. 0,2,4)")
-    _distinct(ks, "k")
-    for i, value in enumerate(ks):
-        check_k(value, rules, f"k[{i}]")
-    entries = [tuple(check_schedule(s, rules, f"schedules[{i}]")) for i, s in enumerate(schedules)]
-    _distinct(entries, "schedules")
+        raise InputError("--k: the grid is empty; give draft lengths to compare with the baseline (e.g. 0,2,4)")
+    _distinct(ks, "--k")
+    for value in ks:
+        check_k(value, rules, "--k")
+    entries = [tuple(check_schedule(s, rules, schedule_option(i, len(schedules)))) for i, s in enumerate(schedules)]
+    _distinct(entries, "--schedule")
     if not [x for x in ks if x > 0] and not entries:
-        raise InputError("k: the grid has only k=0; add a draft length (or a schedule) to compare with the baseline")
-    seqs = _axis(max_num_seqs, "max_num_seqs", lambda v, f: _whole(v, f, 1, MAX_NUM_SEQS, "sequences"))
-    batched = _axis(max_num_batched_tokens, "max_num_batched_tokens",
+        raise InputError("--k: the grid has only k=0; add a draft length (or a schedule) to compare with the baseline")
+    seqs = _axis(max_num_seqs, "--max-num-seqs", lambda v, f: _whole(v, f, 1, MAX_NUM_SEQS, "sequences"))
+    batched = _axis(max_num_batched_tokens, "--max-num-batched-tokens",
                     lambda v, f: _whole(v, f, 1, MAX_BATCHED_TOKENS, "tokens"))
-    chunked = _axis(chunked_prefill, "chunked_prefill", _bool)
+    chunked = _axis(chunked_prefill, "--chunked-prefill", _bool)
     load = _ladder(concurrency, rate)
-    repeats = _whole(repeats, "repeats", 1, MAX_REPEATS, "repeats")
-    min_requests = _whole(min_requests, "min_requests", 1, 10_000_000, "requests per class")
+    repeats = _whole(repeats, "--repeats", 1, MAX_REPEATS, "repeats")
+    min_requests = _whole(min_requests, "--min-requests", 1, 10_000_000, "requests per class")
     if isinstance(warmup_s, bool) or not isinstance(warmup_s, (int, float)) or not math.isfinite(warmup_s) or warmup_s < 0:
-        raise InputError(f"warmup_s: {warmup_s!r} must be a duration of 0 s or more")
+        raise InputError(f"--warmup: {warmup_s!r} must be a duration of 0 s or more")
     if isinstance(tie_tolerance, bool) or not isinstance(tie_tolerance, (int, float)) or not 0 <= tie_tolerance < 1:
-        raise InputError(f"tie_tolerance: {tie_tolerance!r} must be a fraction in [0, 1)")
-    parsed_slo = slo if isinstance(slo, Slo) else parse_slo(slo, "slo")
+        raise InputError(f"--tie-tolerance: {tie_tolerance!r} must be a fraction in [0, 1)")
+    parsed_slo = slo if isinstance(slo, Slo) else parse_slo(slo, "--slo")
     arms: list[tuple[int, tuple[Entry, ...] | None]] = [(0, None)]
     arms += [(x, None) for x in sorted(set(ks) - {0})]
     arms += [(max(e[2] for e in s), s) for s in entries]
@@ -332,20 +332,25 @@ def parse_list(text: str | None, field_name: str, kind: type = int) -> list[Any]
     if text is None or not text.strip():
         return []
     out: list[Any] = []
-    for i, raw in enumerate(p.strip() for p in text.split(",")):
+    for raw in (p.strip() for p in text.split(",")):
         if kind is bool:
             if raw.lower() not in ("on", "off", "true", "false"):
-                raise InputError(f"{field_name}[{i}]: {raw!r} is not on/off")
+                raise InputError(f"{field_name}: {raw!r} is not on/off")
             out.append(raw.lower() in ("on", "true"))
             continue
         try:
             number = float(raw)
         except ValueError:
-            raise InputError(f"{field_name}[{i}]: {raw!r} is not a number") from None
+            raise InputError(f"{field_name}: {raw!r} is not a number") from None
         if kind is int and not number.is_integer():
-            raise InputError(f"{field_name}[{i}]: {raw!r} is not a whole number")
+            raise InputError(f"{field_name}: {raw!r} is not a whole number")
         out.append(int(number) if kind is int else number)
     return out
+
+
+def schedule_option(index: int, count: int) -> str:
+    """The name of the ``index``-th of ``count`` ``--schedule`` options, for its errors."""
+    return "--schedule" if count == 1 else f"--schedule #{index + 1}"
 
 
 def parse_schedule(text: str, field_name: str) -> list[list[int]]:

@@ -89,6 +89,7 @@ def app_speeds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         return _FakeApp()
 
     monkeypatch.setattr(speclab.ui.app, "create_app", create_app)
+    monkeypatch.setattr("speclab.cli.commands.require_terminal", lambda *_: None)  # the fake app needs none
     return seen
 
 
@@ -154,3 +155,13 @@ def test_lab_show_engine_vllm_without_vllm_is_refused_as_run_refuses_it(tmp_path
 def test_a_variants_list_that_names_nothing_or_one_twice_is_refused(value: str, why: str) -> None:
     err = _one_line_bad_input(_invoke("run", "smoke", "--engine", "sim", "--variants", value))
     assert f"--variants {value!r}: {why}" in err
+
+
+@pytest.mark.parametrize("command", [["run", "smoke"], ["sweep", "default", "--quick"], ["drill", "default", "--quick"],
+                                     ["accept", "default"]], ids=["run", "sweep", "drill", "accept"])
+@pytest.mark.parametrize("workers", ["0", "129"])
+def test_workers_out_of_range_is_refused_before_the_banner(command: list[str], workers: str) -> None:
+    result = _invoke(*command, "--engine", "sim", "--workers", workers)
+    err = _one_line_bad_input(result)
+    assert f"--workers: expected a number at least 1 and at most 128, got {workers}" in err
+    assert result.stdout == ""  # no banner: nothing was started

@@ -58,6 +58,7 @@ def _quit_after_first_records(monkeypatch: pytest.MonkeyPatch) -> None:
         asyncio.run(drive())
 
     monkeypatch.setattr(SpeclabApp, "run", run)
+    monkeypatch.setattr("speclab.cli.commands.require_terminal", lambda *_: None)  # Pilot needs no terminal
 
 
 def _opts(**kw: Any) -> dict[str, Any]:

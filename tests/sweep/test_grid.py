@@ -10,7 +10,16 @@ from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import load_lab
 from speclab.model.speculative import dense_schedule
-from speclab.sweep import DraftRules, Grid, make_grid, parse_list, parse_schedule, parse_slo, rules_for_lab
+from speclab.sweep import (
+    DraftRules,
+    Grid,
+    make_grid,
+    parse_list,
+    parse_schedule,
+    parse_slo,
+    rules_for_lab,
+    schedule_option,
+)
 from speclab.sweep.rules import normalize_schedule
 
 DRAFT = DraftRules("draft_model")
@@ -30,9 +39,9 @@ def test_grid_expands_configs_times_ladder_and_always_has_the_baseline() -> None
 
 
 def test_schedule_arms_and_options_parse() -> None:
-    sched = parse_schedule("1-16:4,17-64:2,65-256:0", "schedules[0]")
-    grid = make_grid(parse_list("0,2,4", "k"), rules=DRAFT, schedules=[sched], chunked_prefill=parse_list("on,off", "chunked_prefill", bool),
-                     rate=parse_list("0.5,2", "load.rate", float), slo="ttft_p99=200ms,tpot_p99=0.04s")
+    sched = parse_schedule("1-16:4,17-64:2,65-256:0", "--schedule")
+    grid = make_grid(parse_list("0,2,4", "--k"), rules=DRAFT, schedules=[sched], chunked_prefill=parse_list("on,off", "--chunked-prefill", bool),
+                     rate=parse_list("0.5,2", "--rate", float), slo="ttft_p99=200ms,tpot_p99=0.04s")
     arms = [c for c in grid.configs if c.schedule is not None]
     assert len(arms) == 2 and arms[0].k == 4 and arms[0].schedule == ((1, 16, 4), (17, 64, 2), (65, 256, 0))
     assert arms[0].settings()["num_speculative_tokens_per_batch_size"] == [[1, 16, 4], [17, 64, 2], [65, 256, 0]]
@@ -50,30 +59,30 @@ def test_lab_rules_and_notes() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "field", "words"), [
-    ({"k": []}, "k:", "empty"),
-    ({"k": [0]}, "k:", "only k=0"),
-    ({"k": [2, 2]}, "k:", "twice"),
-    ({"k": [-1]}, "k[0]:", "negative"),
-    ({"k": [65]}, "k[0]:", "limit"),
-    ({"k": [2], "concurrency": []}, "load:", "empty"),
-    ({"k": [2], "concurrency": [1, 0]}, "load.concurrency[1]:", "at least 1"),
-    ({"k": [2], "concurrency": [-4]}, "load.concurrency[0]:", "not a load level"),
-    ({"k": [2], "rate": [0.0]}, "load.rate[0]:", "above 0"),
-    ({"k": [2], "rate": [-1.5]}, "load.rate[0]:", "above 0"),
-    ({"k": [2], "rate": [float("inf")]}, "load.rate[0]:", "not a rate"),
-    ({"k": [2], "rate": [1.0], "concurrency": [1]}, "load:", "not both"),
-    ({"k": [2], "repeats": 0}, "repeats:", "out of range"),
-    ({"k": [2], "warmup_s": -1.0}, "warmup_s:", "0 s or more"),
-    ({"k": [2], "min_requests": 0}, "min_requests:", "out of range"),
-    ({"k": [2], "max_num_seqs": [0]}, "max_num_seqs[0]:", "out of range"),
-    ({"k": [2], "slo": "ttfb_p99=200ms"}, "slo:", "unknown key 'ttfb_p99'"),
-    ({"k": [2], "slo": "ttft_p99=fast"}, "slo:", "not a duration"),
-    ({"k": [2], "slo": "ttft_p99=0ms"}, "slo:", "positive"),
-    ({"k": [2], "schedules": [[[2, 8, 4]]]}, "schedules[0]:", "start at 1"),
-    ({"k": [2], "schedules": [[[1, 8, 4], [8, 16, 2]]]}, "schedules[0]:", "overlap"),
-    ({"k": [2], "schedules": [[[1, 8, -1]]]}, "schedules[0][0]:", ">= 0"),
-    ({"k": [2], "schedules": [[[1, 8, 0]]]}, "schedules[0]:", "baseline"),
-    ({"k": [2], "schedules": [[[1, 8]]]}, "schedules[0][0]:", "3-item sequence"),
+    ({"k": []}, "--k:", "empty"),
+    ({"k": [0]}, "--k:", "only k=0"),
+    ({"k": [2, 2]}, "--k:", "twice"),
+    ({"k": [-1]}, "--k: k=-1", "negative"),
+    ({"k": [65]}, "--k: k=65", "limit"),
+    ({"k": [2], "concurrency": []}, "--concurrency:", "empty"),
+    ({"k": [2], "concurrency": [1, 0]}, "--concurrency: 0", "at least 1"),
+    ({"k": [2], "concurrency": [-4]}, "--concurrency: -4", "not a load level"),
+    ({"k": [2], "rate": [0.0]}, "--rate: 0", "above 0"),
+    ({"k": [2], "rate": [-1.5]}, "--rate: -1.5", "above 0"),
+    ({"k": [2], "rate": [float("inf")]}, "--rate: inf", "not a rate"),
+    ({"k": [2], "rate": [1.0], "concurrency": [1]}, "--concurrency, --rate:", "not both"),
+    ({"k": [2], "repeats": 0}, "--repeats:", "out of range"),
+    ({"k": [2], "warmup_s": -1.0}, "--warmup:", "0 s or more"),
+    ({"k": [2], "min_requests": 0}, "--min-requests:", "out of range"),
+    ({"k": [2], "max_num_seqs": [0]}, "--max-num-seqs: 0", "out of range"),
+    ({"k": [2], "slo": "ttfb_p99=200ms"}, "--slo:", "unknown key 'ttfb_p99'"),
+    ({"k": [2], "slo": "ttft_p99=fast"}, "--slo:", "not a duration"),
+    ({"k": [2], "slo": "ttft_p99=0ms"}, "--slo:", "positive"),
+    ({"k": [2], "schedules": [[[2, 8, 4]]]}, "--schedule:", "start at 1"),
+    ({"k": [2], "schedules": [[[1, 8, 4], [8, 16, 2]]]}, "--schedule:", "overlap"),
+    ({"k": [2], "schedules": [[[1, 8, -1]]]}, "--schedule[0]:", ">= 0"),
+    ({"k": [2], "schedules": [[[1, 8, 0]]]}, "--schedule:", "baseline"),
+    ({"k": [2], "schedules": [[[1, 8]]]}, "--schedule[0]:", "3-item sequence"),
 ])
 def test_bad_grid_names_the_field(kwargs: dict[str, Any], field: str, words: str) -> None:
     args = {**({} if "rate" in kwargs else {"concurrency": [1, 8]}), **kwargs}
@@ -95,7 +104,7 @@ def test_bad_grid_names_the_field(kwargs: dict[str, Any], field: str, words: str
     (DraftRules("eagle3", rejection_sample_method="fly", fly_window_size=4), 4, "fly_window_size"),
 ])
 def test_a_k_the_method_cannot_take(rules: DraftRules, k: int, words: str) -> None:
-    with pytest.raises(InputError, match=r"^k\[1\]: ") as info:
+    with pytest.raises(InputError, match=rf"^--k: k={k}[: ]") as info:
         make_grid([0, k], rules=rules, concurrency=[1])
     assert words in str(info.value)
 
@@ -122,20 +131,20 @@ def test_method_rules_that_pass(k: list[int], rules: DraftRules, schedules: list
 
 
 def test_schedule_refused_where_vllm_would_drop_it() -> None:
-    with pytest.raises(InputError, match=r"^schedules\[0\]: vLLM 0.33 ignores") as info:
+    with pytest.raises(InputError, match=r"^--schedule: vLLM 0.33 ignores") as info:
         make_grid([2], rules=DraftRules("suffix"), concurrency=[1], schedules=[[[1, 8, 4], [9, 64, 2]]])
     assert "'suffix'" in str(info.value)
 
 
 def test_parsers_name_the_field() -> None:
-    with pytest.raises(InputError, match=r"^k\[1\]: 'x' is not a number"):
-        parse_list("2,x", "k")
-    with pytest.raises(InputError, match=r"^load.concurrency\[0\]: '1.5' is not a whole number"):
-        parse_list("1.5", "load.concurrency")
-    with pytest.raises(InputError, match=r"^chunked_prefill\[0\]: 'maybe' is not on/off"):
-        parse_list("maybe", "chunked_prefill", bool)
-    with pytest.raises(InputError, match=r"^schedules\[0\]\[1\]: '9-64' is not START-END:K"):
-        parse_schedule("1-8:4,9-64", "schedules[0]")
+    with pytest.raises(InputError, match=r"^--k: 'x' is not a number"):
+        parse_list("2,x", "--k")
+    with pytest.raises(InputError, match=r"^--concurrency: '1.5' is not a whole number"):
+        parse_list("1.5", "--concurrency")
+    with pytest.raises(InputError, match=r"^--chunked-prefill: 'maybe' is not on/off"):
+        parse_list("maybe", "--chunked-prefill", bool)
+    with pytest.raises(InputError, match=r"^--schedule #2\[1\]: '9-64' is not START-END:K"):
+        parse_schedule("1-8:4,9-64", schedule_option(1, 2))
     with pytest.raises(InputError, match=r"^--slo: ttft_p99 is given twice"):
         parse_slo("ttft_p99=1ms,ttft_p99=2ms")
     assert parse_slo("e2e_p50=1.5s,tpot_p90=250us").as_dict() == {"e2e_p50": 1500.0, "tpot_p90": 0.25}
