@@ -26,6 +26,7 @@ from speclab.model.records import Event, RequestRecord, ServerSample
 from . import layout
 
 T = TypeVar("T")
+COUNTED_METRIC = "e2e"  # recorded once per answered request after the warm-up: the histograms' request count
 
 __all__ = ["IntervalHistogram", "ManifestModel", "Recording", "finish_time", "read_recording"]
 
@@ -233,6 +234,24 @@ def _read_hlog(
     return out, last_closed
 
 
+def _records_missing(path: Path, records: list[RequestRecord], intervals: list[IntervalHistogram]) -> list[str]:
+    """A warning per variant whose interval histograms measured more answered requests than
+    ``requests.jsonl`` holds after the warm-up: every measured request was written to both, so
+    records were lost (an emptied, cut or replaced file). A transition's requests are in no
+    histogram, so fewer is normal."""
+    measured: dict[str, int] = {}
+    for interval in intervals:
+        if interval.metric == COUNTED_METRIC:
+            measured[interval.variant] = measured.get(interval.variant, 0) + interval.histogram().count
+    answered: dict[str, int] = {}
+    for record in records:
+        if record.ok and not record.warmup:
+            answered[record.variant] = answered.get(record.variant, 0) + 1
+    return [f"{path / layout.REQUESTS}: {answered.get(variant, 0)} answered request record(s) of {variant}, but "
+            f"{path / layout.INTERVALS} measured {count}: {count - answered.get(variant, 0)} record(s) are missing"
+            for variant, count in sorted(measured.items()) if count > answered.get(variant, 0)]
+
+
 def read_recording(path: Path) -> Recording:
     manifest = _read_manifest(path)
     warnings: list[str] = []
@@ -256,6 +275,7 @@ def read_recording(path: Path) -> Recording:
         samples = [s for s in samples if s.t < end]
         events = [e for e in events if e.t < end]
         intervals = [i for i in intervals if last_closed is not None and i.index <= last_closed]
+    warnings.extend(_records_missing(path, records, intervals))
     recording.records = sorted(records, key=finish_time)
     recording.samples = sorted(samples, key=lambda s: s.t)
     recording.events = sorted(events, key=lambda e: e.t)

@@ -174,3 +174,18 @@ def test_a_recording_file_that_cannot_be_read_is_bad_input_in_one_line(tmp_path:
     (path / name).mkdir()  # a directory where the file should be
     with pytest.raises(InputError, match=rf"{name.replace('.', r'[.]')}: cannot read this recording file: Is a directory"):
         Recording.open(path)
+
+
+def test_request_records_lost_from_a_recording_are_named_beside_what_its_histograms_measured(tmp_path: Path) -> None:
+    path = tmp_path / "rec"
+    _write_run(path, upto=3)
+    assert Recording.open(path).warnings == []  # whole: no warning
+    measured = {v: sum(i.histogram().count for i in Recording.open(path).intervals if i.variant == v)
+                for v in synth.VARIANTS}
+    assert sum(measured.values()) > 0
+    (path / layout.REQUESTS).write_text("")  # emptied (a full disk, a file replaced by hand)
+    rec = Recording.open(path)
+    assert rec.records == []
+    assert sorted(rec.warnings) == sorted(
+        f"{path / layout.REQUESTS}: 0 answered request record(s) of {v}, but {path / layout.INTERVALS} measured "
+        f"{n}: {n} record(s) are missing" for v, n in measured.items() if n)
