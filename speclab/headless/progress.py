@@ -38,7 +38,11 @@ def progress_line(snap: Snapshot, *, whole_run: bool = False) -> str:
     # A line a second: the latest interval's client; a run's summary (``whole_run``): its worst interval's,
     # as the report has it (the last interval of a run cut short by q can hold nothing).
     health = snap.run_health if whole_run else snap.health
-    if health.saturated:
+    if health.saturated and whole_run:  # how much of the run, as the judge counts it (headless/run.py)
+        saturated = len(snap.saturated_sends or snap.saturated_intervals)
+        parts.append(f"client saturated in {saturated} of {max(snap.interval + 1, 1)} intervals "
+                     f"(worst: {health.reason})")
+    elif health.saturated:
         parts.append(f"CLIENT SATURATED ({health.reason})")
     else:
         worst = "worst interval: " if whole_run else ""

@@ -108,6 +108,11 @@ def test_progress_line_and_markdown_carry_the_headline_metrics() -> None:
     ended = Snapshot(t=9.4, interval=9, health=ClientHealth(), run_health=ClientHealth(schedule_lag_p99_ms=4.3))
     assert "client lag p99 0.0ms" in progress_line(ended)
     assert "client worst interval: lag p99 4.3ms" in progress_line(ended, whole_run=True)
+    # ... and when that interval was saturated, how many of the run's were (one cut short by q is one).
+    once = Snapshot(t=22.5, interval=22, saturated_intervals=(22,),
+                    run_health=ClientHealth(saturated=True, reason="send delay p99 5.7 ms > 5 ms"))
+    assert progress_line(once, whole_run=True).endswith(
+        "| client saturated in 1 of 23 intervals (worst: send delay p99 5.7 ms > 5 ms)")
     info = SessionInfo(lab="lab", scenario="sc", variants=("k2",), classes=("qa",), simulated=True)
     view = ServerView(variant="k2", status="ready", command="vllm serve x", base_url="http://h", engine="sim")
     report = build_report(info, final, servers={"k2": view})
