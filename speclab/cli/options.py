@@ -85,7 +85,7 @@ def cluster_options(fn: F) -> F:
     """``--workers`` and ``--cluster``, one option object for run, lab, accept, sweep and drill."""
     options = [
         click.option("--workers", type=WORKERS, default="auto", show_default=True,
-                     help="load-generator workers (auto: half this host's cores, at least one; "
+                     help="load-generator workers (auto: half this host's cores, one to eight; "
                           "with --cluster, one per CPU of the cluster)"),
         click.option("--cluster", default=None, metavar="ray://ADDRESS|auto",
                      help="run the traffic workers as Ray actors on this cluster (needs speclab[ray])"),
