@@ -76,6 +76,16 @@ def incomplete_reason(session: LiveSession, final: Snapshot) -> str:
     return "; ".join(problems)
 
 
+def session_report(session: LiveSession, final: Snapshot, code: ExitCode, reason: str, *, command: str,
+                   events: list[Event]) -> dict[str, Any]:
+    """The report.json of one session's run, as `run` writes it (a sweep cell writes the same)."""
+    return build_report(session.info, final, servers=session.servers(), command=command, events=events,
+                        timeline=flag_trailing(timeline_rows(session.aggregator, final.saturated_intervals),
+                                               session.drift.trailing()),
+                        incomplete=session.traffic_errors(), extra=report_extra(session, code, reason),
+                        workers=session.worker_table.rows())
+
+
 def report_extra(session: LiveSession, code: ExitCode, reason: str) -> dict[str, Any]:
     """Memory and cross-check rows are per (variant, epoch), each with its ``epoch`` and ``label``."""
     checks = session.tally.crosscheck_epochs()
@@ -143,11 +153,7 @@ async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     for c in mismatches(session.tally.crosscheck()):
         print(f"warning: acceptance cross-check: {c.message}", file=out)
     if options.report_dir is not None:
-        report = build_report(session.info, final, servers=session.servers(), command="run", events=events,
-                              timeline=flag_trailing(timeline_rows(session.aggregator, final.saturated_intervals),
-                                                     session.drift.trailing()),
-                              incomplete=session.traffic_errors(), extra=report_extra(session, code, reason),
-                              workers=session.worker_table.rows())
+        report = session_report(session, final, code, reason, command="run", events=events)
         paths = write_report(report, Path(options.report_dir))
         print(f"report: {', '.join(str(p) for p in paths)}", file=out)
     if options.record_path is not None:

@@ -10,22 +10,21 @@ import sys
 from typing import Any, TextIO
 
 from speclab.model.exit_codes import ExitCode
+from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
-from speclab.reports import build_report
 from speclab.session.live import LiveSession
 from speclab.session.signals import catch_interrupts, release_interrupts
 from speclab.session.sweep import SweepDriver, SweepProgress, SweepSetup
 from speclab.sweep import CellPlan, CellResult, SweepResult
 from speclab.sweep.lines import cell_line, crossover_lines, progress_line
 
-from .run import judge, report_extra
+from .run import judge, session_report
 
 
-def cell_report(session: LiveSession, final: Snapshot, interrupted: bool) -> dict[str, Any]:
+def cell_report(session: LiveSession, final: Snapshot, interrupted: bool, events: list[Event]) -> dict[str, Any]:
     """A cell's report.json: exactly what `speclab run --report` writes for the same run."""
     code, reason = judge(session, final, interrupted)
-    return build_report(session.info, final, servers=session.servers(), command="sweep",
-                        extra=report_extra(session, code, reason))
+    return session_report(session, final, code, reason, command="sweep", events=events)
 
 
 class SweepPrinter:

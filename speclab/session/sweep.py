@@ -28,6 +28,7 @@ from speclab.metrics.exporter_http import DEFAULT_HOST, MetricsEndpoint, serve_m
 from speclab.model.errors import InputError, SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.lab import Lab
+from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
 from speclab.recording.preflight import require_writable_dir
 from speclab.servers.backends import AUTO, EngineRequest
@@ -61,7 +62,7 @@ PAIR_KEYS = ("target_model", "target_revision", "draft_method", "draft_model", "
 FAILED_EXITS = (int(ExitCode.SERVER_NOT_READY), int(ExitCode.ALL_REQUESTS_FAILED))
 
 # Builds a cell's report.json from its finished session (a seam: the front end adds its own sections).
-CellReporter = Callable[[LiveSession, Snapshot, bool], dict[str, Any]]
+CellReporter = Callable[[LiveSession, Snapshot, bool, list[Event]], dict[str, Any]]  # events: every one of the cell
 
 
 @dataclass(frozen=True)
@@ -334,13 +335,14 @@ class SweepDriver:
             return failed_cell(plan, f"server did not start: {error}", source)
         try:
             await self._learn_versions(session, variant)
-            final, was_interrupted = await self._follow(session, variant, plan, interrupted)
+            events: list[Event] = []
+            final, was_interrupted = await self._follow(session, variant, interrupted, events)
         except BaseException:
             await session.stop("failed")
             raise
         if was_interrupted:
             return None
-        report = self.reporter(session, final, False)
+        report = self.reporter(session, final, False, events)
         (record / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
         exit_info = report.get("exit") or {}
         down = [e for e in session.events if e.kind == "server_down" and e.variant == variant]
@@ -351,20 +353,28 @@ class SweepDriver:
         return cell_from_report(plan, report, variant=variant, epoch=1, slo=self.grid.slo, samples=session.samples,
                                 records=session.records, warmup_s=self.grid.warmup_s, source=source)
 
-    async def _follow(self, session: LiveSession, variant: str, plan: CellPlan,
-                      interrupted: asyncio.Event) -> tuple[Snapshot, bool]:
-        """Run until the cell has its length and every class its minimum requests (or the cap)."""
+    async def _follow(self, session: LiveSession, variant: str, interrupted: asyncio.Event,
+                      events: list[Event]) -> tuple[Snapshot, bool]:
+        """Run until the cell has its length and every class its minimum requests (or the cap);
+        every snapshot's events go into ``events`` (for the report, as `run` keeps them)."""
         assert session.runner is not None
         start = session.time_scale.to_model(session.runner.traffic_start or 0.0)
         enough_at = start + self.grid.warmup_s + self.setup.cell_s
 
+        seen: list[Snapshot] = []
+
         async def step(snap: Snapshot) -> bool:
+            seen[:] = [snap]
+            events.extend(snap.events)
             if snap.finished or snap.t < enough_at or not self._enough(snap, variant):
                 return False
             await session.stop("complete")
             return True
 
-        return await follow(session, interrupted, step)
+        final, was_interrupted = await follow(session, interrupted, step)
+        if not seen or final is not seen[0]:  # the stop's final snapshot did not pass through ``step``
+            events.extend(final.events)
+        return final, was_interrupted
 
     def _enough(self, snap: Snapshot, variant: str) -> bool:
         stats = snap.cumulative.get(variant)

@@ -86,6 +86,11 @@ def test_sweep_writes_cells_and_reductions_and_goes_on_past_a_failed_cell(workdi
         assert manifest["servers"][f"k{k}-batched8192-chunkedoff"]["settings"]["max_num_batched_tokens"] == 8192
         report = json.loads((recording / "report.json").read_text())
         assert report["command"] == "sweep"
+        # ... and the rest of what `run --report` writes: the timeline, the workers, the events.
+        assert report["timeline"] and report["measurement"]["workers"]
+        recorded = [json.loads(line) for line in (recording / "events.jsonl").read_text().splitlines()]
+        # Every event the cell recorded (client saturation is in the timeline and measurement, as in `run`).
+        assert report["events"] == [e for e in recorded if e["kind"] != "client_saturated"]
         assert cell["server"]["running_batch"] is not None
         assert cell["classes"]["all"]["goodput"]["source"] == "requests"
         assert (cell["classes"]["all"]["acceptance"]["acceptance_length_mean"] or 0) > (1.0 if k else -1)
