@@ -159,7 +159,7 @@ def show_lab(lab_name: str, engine: str) -> int:
 def run_accept(lab_name: str, opts: dict[str, Any]) -> int:
     from speclab.session.accept import AcceptOptions, run_accept_stages
 
-    stages = tuple(s.strip() for s in opts["stages"].split(",")) if opts.get("stages") else None
+    stages = None if opts.get("stages") is None else tuple(s.strip() for s in opts["stages"].split(","))
     options = AcceptOptions(
         lab=lab_name, gates_file=opts.get("gates_file"), profile=opts.get("profile") or "quick", stages=stages,
         keep_going=bool(opts.get("keep_going")), report_dir=opts.get("report_dir"),

@@ -24,6 +24,7 @@ import click
 
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
+from speclab.recording.preflight import require_writable_dir
 from speclab.servers.backends.ids import AUTO
 
 from .base import DefaultGroup, _guard
@@ -207,6 +208,7 @@ def run_gateway(lab_name: str, opts: dict[str, Any]) -> int:
     )
     engine = select_engine(opts.get("engine") or "auto")
     directory = Path(opts.get("report_dir") or f"gateway-{lab.name}")
+    require_writable_dir(directory, "--report")  # before any server starts
     api_key = os.environ.get(lab.server.api_key_env) if lab.server.api_key_env else None
     return asyncio.run(_serve(lab, routing, engine.engine, str(engine), directory, haproxy, opts, api_key))
 

@@ -86,9 +86,18 @@ def parse_attach(spec: str) -> tuple[str, str]:
     label, sep, url = spec.partition("=")
     if not sep or "://" in label:
         label, url = "", spec
-    parsed = urlparse(url)
+    expected = f"--attach {spec!r}: expected [LABEL=]http://HOST:PORT"
+    try:
+        parsed = urlparse(url)
+        port = parsed.port  # a port that is not a number, or out of range, raises here
+    except ValueError as error:  # e.g. "Invalid IPv6 URL", "Port out of range 0-65535"
+        raise InputError(f"{expected} ({error})") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise InputError(f"--attach {spec!r}: expected [LABEL=]http://HOST:PORT")
+        raise InputError(expected)
+    if not parsed.hostname:
+        raise InputError(f"{expected} (no host)")
+    if port == 0 or "," in parsed.netloc:
+        raise InputError(f"{expected} (one server per --attach, on a port from 1 to 65535)")
     return (label or parsed.netloc), url.rstrip("/")
 
 

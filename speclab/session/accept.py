@@ -77,8 +77,11 @@ class AcceptOptions:
 
 def selected_stages(stages: tuple[str, ...] | None) -> tuple[str, ...]:
     """The requested subset in the registry's order; unknown names are bad input."""
-    if not stages:
+    if stages is None:
         return STAGE_ORDER
+    if not any(stages) or not all(stages):
+        raise InputError(f"--stages {','.join(stages)!r}: a stage name is empty; expected some of "
+                         f"{', '.join(STAGE_ORDER)}, separated by commas")
     unknown = [s for s in stages if s not in STAGE_ORDER]
     if unknown:
         raise InputError(f"--stages: unknown stage {', '.join(unknown)}; expected some of {', '.join(STAGE_ORDER)}")

@@ -30,6 +30,7 @@ from speclab.model.errors import ServerNotReadyError
 from speclab.model.names import INTERVAL_S
 from speclab.model.records import Event, RequestRecord
 from speclab.model.time_scale import TimeScale
+from speclab.recording.preflight import require_writable_dir
 from speclab.servers.argv import Engine
 from speclab.servers.engine import select_engine
 from speclab.servers.pairing import pair_info, require_pairing
@@ -295,6 +296,7 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
     engine = select_engine(options.engine)
     scale = resolve_time_scale(options.time_scale, engine=engine.engine, lab=plan.lab,
                                variants=tuple(plan.routing.variants), plan=plan.plan)
+    require_writable_dir(plan.report_dir, "--report")  # the last input check: not when the gateway writes its files
     metrics = None
     if options.metrics_port is not None:  # every input checked, nothing started: a port in use is exit 2
         pair = pair_info(plan.lab, require_pairing(plan.lab, force=True))

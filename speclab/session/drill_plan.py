@@ -102,11 +102,11 @@ def _tenants(lab: Lab, options: DrillOptions) -> tuple[str, str, str]:
 
 def _times(options: DrillOptions, scenario: Scenario) -> tuple[float, float, float]:
     if options.quick:
-        duration = options.duration or QUICK_DURATION_S
+        duration = QUICK_DURATION_S if options.duration is None else options.duration
         switch = QUICK_SWITCH_S if options.switch_at is None else options.switch_at
         rollback = QUICK_ROLLBACK_S if options.rollback_at is None else options.rollback_at
     else:
-        duration_opt = options.duration or scenario.duration_s
+        duration_opt = scenario.duration_s if options.duration is None else options.duration
         if duration_opt is None:
             raise InputError(f"drill: scenario {scenario.name!r} has no duration; give --duration S")
         duration = float(duration_opt)

@@ -49,6 +49,9 @@ def test_stage_subset_keeps_the_checklist_order() -> None:
     assert selected_stages(None) == STAGE_ORDER
     with pytest.raises(InputError, match="unknown stage speed"):
         selected_stages(("speed",))
+    for empty in (("",), ("golden", ""), ("", "")):  # `--stages ''`, `golden,`, `,`: refused, never "every stage"
+        with pytest.raises(InputError, match="a stage name is empty"):
+            selected_stages(empty)
 
 
 async def test_ctrl_c_stops_servers_and_writes_a_partial_report(tmp_path: Path) -> None:

@@ -165,3 +165,12 @@ def test_workers_out_of_range_is_refused_before_the_banner(command: list[str], w
     err = _one_line_bad_input(result)
     assert f"--workers: expected a number at least 1 and at most 128, got {workers}" in err
     assert result.stdout == ""  # no banner: nothing was started
+
+
+@pytest.mark.parametrize("command", [["drill", "default", "--quick"], ["gateway", "open", "default"]], ids=["drill", "gateway"])
+def test_a_report_directory_that_cannot_be_written_is_refused_before_any_server(command: list[str], tmp_path: Path) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("mine")
+    err = _one_line_bad_input(_invoke(*command, "--engine", "sim", "--report", str(taken)))
+    assert f"--report {taken}: {taken} exists and is not a directory" in err
+    assert taken.read_text() == "mine"

@@ -30,6 +30,7 @@ def _drill(*args: str) -> subprocess.CompletedProcess[str]:
     (("--haproxy", "/nonexistent/haproxy"), "no such executable"),
     (("--time-scale", "0.5"), "--time-scale: must be >= 1"),
     (("--time-scale", "fast"), "--time-scale: expected a number >= 1 or 'auto'"),
+    (("--duration", "0"), "--duration 0: expected a number greater than 0"),  # not the scenario's duration instead
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, extra: tuple[str, ...], message: str) -> None:
     lab, scenario = write_inputs(tmp_path)

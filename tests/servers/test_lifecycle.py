@@ -180,6 +180,18 @@ def test_sigkill_of_parent_leaves_no_child(tmp_path: Path) -> None:
             parent.stdout.close()
 
 
+@pytest.mark.parametrize(("url", "why"), [
+    ("http://[::1", "(Invalid IPv6 URL)"), ("http://127.0.0.1:abc", "could not be cast"),
+    ("http://127.0.0.1:99999", "(Port out of range"), ("http://:80", "(no host)"),
+    ("http://127.0.0.1:0", "(one server per --attach"), ("http://127.0.0.1:1,http://127.0.0.1:2", "could not be cast"),
+])
+def test_an_attach_url_that_names_no_server_is_bad_input_before_any_probe(url: str, why: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse_attach(url)
+    assert str(info.value).startswith(f"--attach {url!r}: expected [LABEL=]http://HOST:PORT") and why in str(info.value)
+    assert info.value.exit_code == 2
+
+
 async def test_attach(tmp_path: Path) -> None:
     assert parse_attach("http://127.0.0.1:8000/") == ("127.0.0.1:8000", "http://127.0.0.1:8000")
     assert parse_attach("prod=https://h:1") == ("prod", "https://h:1")
