@@ -17,6 +17,12 @@ from speclab.model.errors import InputError
 from .routing import RoutingTable
 
 SCHEMA = "speclab.gateway/1"
+REQUIRED_FIELDS = ("lab", "url", "socket", "config", "tenants_map", "routes_map", "servers", "routing")
+FIELD_TYPES: dict[str, tuple[type, ...]] = {  # what a hand-edited or damaged file is checked against
+    **dict.fromkeys(("lab", "url", "socket", "config", "tenants_map", "routes_map", "haproxy", "haproxy_version"), (str,)),
+    "servers": (dict,), "routing": (dict,), "extra": (dict,),
+    "started_wall": (int, float), "started_monotonic": (int, float),
+}
 
 
 @dataclass
@@ -61,10 +67,14 @@ class GatewayState:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise InputError(f"gateway: {path}: not a speclab gateway state file (expected schema {SCHEMA})")
         known = set(cls.__dataclass_fields__)
-        try:
-            return cls(**{k: v for k, v in data.items() if k in known})
-        except TypeError as error:
-            raise InputError(f"gateway: {path}: {error}") from None
+        missing = [name for name in REQUIRED_FIELDS if name not in data]
+        if missing:
+            raise InputError(f"gateway: {path}: no {', '.join(missing)} (a gateway state file names each)")
+        for name, kinds in FIELD_TYPES.items():
+            value = data.get(name)
+            if name in data and not (isinstance(value, kinds) and not isinstance(value, bool)):
+                raise InputError(f"gateway: {path}: {name} is {value!r}, not a {' or '.join(k.__name__ for k in kinds)}")
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def state_path(report_dir: Path) -> Path:

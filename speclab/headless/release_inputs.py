@@ -145,6 +145,25 @@ def _check_schema(path: Path, doc: Mapping[str, Any], expected: str) -> None:
         raise InputError(f"{path}: schema {schema!r}, expected {expected!r} (a report of another speclab version)")
 
 
+# The blocks a release note reads, and what each must be where a document has it: a report edited by
+# hand or damaged is refused here, naming the file and the key, not deep in the note's builder.
+REPORT_SHAPES: dict[str, type] = {"gates": list, "variants": dict, "pair": dict, "drill": dict, "memory": list,
+                                  "gpu_memory": list, "exit": dict, "warnings": list}
+SWEEP_SHAPES: dict[str, type] = {"cells": list, "crossover": dict, "pair": dict, "warnings": list}
+
+
+def _check_shapes(path: Path, doc: Mapping[str, Any], shapes: Mapping[str, type]) -> None:
+    for key, kind in shapes.items():
+        value = doc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
+            wanted = "a list" if kind is list else "an object"
+            raise InputError(f"{path}: {key!r} is {type(value).__name__} {value!r:.40}, not {wanted} as speclab writes it")
+        if isinstance(value, list) and key in ("gates", "cells", "memory") and not all(isinstance(item, dict) for item in value):
+            raise InputError(f"{path}: {key!r} holds an entry that is not an object, as speclab writes each")
+
+
 def read_input(directory: Path) -> ReleaseInput:
     """One directory, classified and checked."""
     if not directory.exists():
@@ -155,6 +174,7 @@ def read_input(directory: Path) -> ReleaseInput:
     if sweep.is_file():
         doc = _read_json(sweep)
         _check_schema(sweep, doc, SWEEP_SCHEMA)
+        _check_shapes(sweep, doc, SWEEP_SHAPES)
         for key in ("cells", "crossover", "schedule", "speculative_config"):
             if key not in doc:
                 raise InputError(f"{sweep}: no {key!r} (every {SWEEP_SCHEMA} document has one)")
@@ -163,6 +183,7 @@ def read_input(directory: Path) -> ReleaseInput:
         raise InputError(f"{directory}: neither report.json (accept or drill) nor sweep.json (sweep) in it")
     doc = _read_json(report)
     _check_schema(report, doc, REPORT_SCHEMA)
+    _check_shapes(report, doc, REPORT_SHAPES)
     if isinstance(doc.get("drill"), dict):
         absent = [k for k in DRILL_KEYS if k not in doc["drill"]]
         if absent:

@@ -174,3 +174,21 @@ def test_a_report_directory_that_cannot_be_written_is_refused_before_any_server(
     err = _one_line_bad_input(_invoke(*command, "--engine", "sim", "--report", str(taken)))
     assert f"--report {taken}: {taken} exists and is not a directory" in err
     assert taken.read_text() == "mine"
+
+
+@pytest.mark.parametrize(("state", "says"), [
+    ({"socket": 5}, "socket is 5, not a str"),
+    ({"socket": None}, "socket is None, not a str"),
+    ({"servers": []}, "servers is [], not a dict"),
+])
+def test_a_damaged_gateway_state_file_names_the_field(tmp_path: Path, state: dict[str, Any], says: str) -> None:
+    import json
+
+    whole = {"schema": "speclab.gateway/1", "lab": "x", "url": "u", "socket": "s", "config": "c", "tenants_map": "t",
+             "routes_map": "r", "servers": {}, "routing": {}}
+    (tmp_path / "gateway.json").write_text(json.dumps({**whole, **state}))
+    err = _one_line_bad_input(_invoke("gateway", "show", "--report", str(tmp_path)))
+    assert f"gateway.json: {says}" in err
+    (tmp_path / "gateway.json").write_text(json.dumps({"schema": "speclab.gateway/1", "lab": "x"}))
+    assert "no url, socket, config, tenants_map, routes_map, servers, routing" in _one_line_bad_input(
+        _invoke("gateway", "show", "--report", str(tmp_path)))

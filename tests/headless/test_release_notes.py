@@ -222,6 +222,13 @@ def test_cli_refuses_bad_inputs_with_one_line(inputs: dict[str, Path], tmp_path:
     (tmp_path / "sweep2").mkdir()
     (tmp_path / "sweep2" / "sweep.json").write_text(json.dumps(sweep2))
     _refused(_cli(tmp_path / "sweep2", "--out", out, cwd=tmp_path), "expected 'speclab.sweep/1'")
+    # A report edited by hand or damaged: the file and the key, not a traceback from deep in the note.
+    for key, value, says in (("gates", [1, 2], "'gates' holds an entry that is not an object"),
+                             ("variants", [1], "'variants' is list [1], not an object"),
+                             ("pair", "x", "'pair' is str 'x', not an object"),
+                             ("gates", "oops", "'gates' is str 'oops', not a list")):
+        _refused(_cli(_report(tmp_path / f"bad-{key}-{len(str(value))}", {**ACCEPT, key: value}), "--out", out,
+                      cwd=tmp_path), f"report.json: {says}")
     assert not out.exists()  # nothing written by a refused run
 
 
