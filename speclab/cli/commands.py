@@ -236,11 +236,13 @@ def run_compare(a: str, b: str, report_dir: Path | None) -> int:
 
 def validate_files(files: tuple[str, ...]) -> int:
     """Validate each file by its kind (scenario, lab, gates — from its folder or its keys)."""
+    from speclab.gates.golden import check_gate_classes, load_golden
     from speclab.model.gates import load_gates
     from speclab.model.lab import Lab
     from speclab.model.loading import load_model, load_toml
     from speclab.model.scenario import load_scenario
     from speclab.servers.pairing import vocab_problem
+    from speclab.session.accept import GOLDEN_DIR
 
     problems = 0
     for name in files:
@@ -250,7 +252,10 @@ def validate_files(files: tuple[str, ...]) -> int:
                 raise InputError(f"{name}: no such file")
             data = load_toml(path)
             if "profiles" in data or path.name.startswith("gates"):
-                load_gates(path)
+                gates = load_gates(path)
+                golden = load_golden(GOLDEN_DIR)  # the set `accept` runs: a class it lacks is a misspelling
+                for profile in (None, *gates.profiles):
+                    check_gate_classes(gates.profile(profile).golden, golden, name)
                 kind = "gates"
             elif "arrival" in data or "classes" in data:
                 load_scenario(path)

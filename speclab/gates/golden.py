@@ -290,6 +290,18 @@ def golden_accuracy(
     return out
 
 
+def check_gate_classes(settings: GoldenGate, cases: Sequence[GoldenCase], where: str = "gates") -> None:
+    """InputError when a per-class allowance names a class the golden set does not have: a misspelt
+    class would silently fall back to the default allowance."""
+    known = sorted({case.prompt_class for case in cases})
+    for key, table in (("class_max_drop_points", settings.class_max_drop_points),
+                       ("class_min_accuracy_pct", settings.class_min_accuracy_pct)):
+        unknown = sorted(set(table) - set(known))
+        if unknown:
+            raise InputError(f"{where}: golden.{key} names {', '.join(map(repr, unknown))}, not a class of the golden "
+                             f"set ({', '.join(known)}); a misspelt class would get the default allowance")
+
+
 def evaluate_golden(
     cases: Sequence[GoldenCase], responses: Responses, baseline: str, settings: GoldenGate
 ) -> StageResult:

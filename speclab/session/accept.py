@@ -22,10 +22,10 @@ from typing import Any, TextIO
 
 from speclab import __version__
 from speclab.gates.answered import check_answered, unanswered_result
-from speclab.gates.golden import load_golden
+from speclab.gates.golden import check_gate_classes, load_golden
 from speclab.gates.junit import write_junit
 from speclab.gates.result import StageResult
-from speclab.gates.stages import CANARY, STAGE_ORDER, spec
+from speclab.gates.stages import CANARY, GOLDEN, STAGE_ORDER, spec
 from speclab.metrics.aggregator import Aggregator
 from speclab.model.errors import InputError, ServerNotReadyError, SpeclabError
 from speclab.model.exit_codes import ExitCode
@@ -112,6 +112,8 @@ class _Run:
             golden_cases=load_golden(GOLDEN_DIR), canary_scenario=canary, out=out,
             record_path=options.record_path, pair=self.pair, workers=options.workers, cluster=options.cluster,
         )
+        if GOLDEN in self.stages:
+            check_gate_classes(self.profile.golden, self.ctx.golden_cases, str(options.gates_file or "gates"))
         self.scale_note = ""
         self.ctx.time_scale = self._time_scale()
         if options.report_dir is not None:

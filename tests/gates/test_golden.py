@@ -153,3 +153,24 @@ def test_bundled_golden_set_loads_with_every_class() -> None:
     classes = {c.prompt_class for c in cases}
     assert {"factual_qa", "tool_call", "long_continuation", "refusal"} <= classes
     assert all(sum(c.prompt_class == k for c in cases) >= 3 for k in classes)
+
+
+def test_an_allowance_for_a_class_the_golden_set_lacks_is_bad_input(tmp_path: Path) -> None:
+    from speclab.gates.golden import check_gate_classes
+    from speclab.session.accept import GOLDEN_DIR
+
+    cases = load_golden(GOLDEN_DIR)
+    check_gate_classes(GoldenGate(), cases)  # the bundled defaults name real classes
+    with pytest.raises(InputError, match=r"^g.toml: golden.class_max_drop_points names 'tool_cal', not a class of the "
+                                         r"golden set \(factual_qa, .*tool_call\); a misspelt class would get the default"):
+        check_gate_classes(GoldenGate(class_max_drop_points={"tool_cal": 0.0}), cases, "g.toml")
+    with pytest.raises(InputError, match=r"golden\.class_min_accuracy_pct names 'nosuch'"):
+        check_gate_classes(GoldenGate(class_min_accuracy_pct={"nosuch": 50.0}), cases)
+    gates = tmp_path / "gates.toml"
+    gates.write_text('version = 1\n[golden]\nclass_max_drop_points = { tool_cal = 0.0 }\n')
+    from click.testing import CliRunner
+
+    from speclab.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["validate", str(gates)], catch_exceptions=False)
+    assert result.exit_code == 2 and "names 'tool_cal', not a class of the golden set" in result.output
