@@ -222,7 +222,10 @@ def run_compare(a: str, b: str, report_dir: Path | None) -> int:
     from speclab.recording.compare import compare_recordings, render_markdown, write_comparison
     from speclab.recording.reader import Recording
 
-    ra, rb = Recording.open(resolve(a, "recordings")), Recording.open(resolve(b, "recordings"))
+    pa, pb = resolve(a, "recordings"), resolve(b, "recordings")
+    ra, rb = Recording.open(pa), Recording.open(pb)
+    if Path(pa).resolve() == Path(pb).resolve():
+        click.echo(f"warning: {a} and {b} are the same recording; every difference below is zero", err=True)
     result = compare_recordings(ra, rb)
     if result["scenarios"]["note"]:
         click.echo(f"warning: {result['scenarios']['note']}", err=True)

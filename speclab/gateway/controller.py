@@ -44,8 +44,10 @@ class GatewayController:
                    write_files: bool = True, timeout: float = 5.0) -> GatewayController:
         """Attach to a running gateway by its stats socket or its report directory; with ``write_files``
         every change is appended to its ``events.jsonl`` and rewrites its production files."""
-        if (socket is None) == (report_dir is None):
+        if socket is None and report_dir is None:
             raise InputError("gateway: give the running gateway's --socket PATH or its --report DIR")
+        if socket is not None and report_dir is not None:
+            raise InputError("gateway: give the running gateway's --socket PATH or its --report DIR, not both")
         if report_dir is not None:
             state = GatewayState.read(state_path(Path(report_dir)))
             api = RuntimeAPI(state.socket, timeout=timeout)

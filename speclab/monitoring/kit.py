@@ -46,8 +46,8 @@ def to_yaml(doc: dict[str, Any]) -> str:
 def scrape_interval(text: str) -> int:
     try:
         seconds = parse_duration(text)
-    except ValueError as exc:
-        raise InputError(f"--scrape-interval: {exc}") from None
+    except ValueError:
+        raise InputError(f"--scrape-interval: {text!r} is not a duration such as 15s or 1m (one unit: s or m)") from None
     if not MIN_SCRAPE_S <= seconds <= MAX_SCRAPE_S:
         raise InputError(f"--scrape-interval: {text} is outside 1s..5m")
     return seconds

@@ -192,3 +192,12 @@ def test_a_damaged_gateway_state_file_names_the_field(tmp_path: Path, state: dic
     (tmp_path / "gateway.json").write_text(json.dumps({"schema": "speclab.gateway/1", "lab": "x"}))
     assert "no url, socket, config, tenants_map, routes_map, servers, routing" in _one_line_bad_input(
         _invoke("gateway", "show", "--report", str(tmp_path)))
+
+
+def test_small_refusals_say_what_is_wrong(tmp_path: Path) -> None:
+    both = _one_line_bad_input(_invoke("gateway", "show", "--socket", str(tmp_path / "s"), "--report", str(tmp_path)))
+    assert "--socket PATH or its --report DIR, not both" in both
+    kit = _one_line_bad_input(_invoke("monitoring-kit", str(tmp_path / "kit"), "--scrape-interval", "1m30s"))
+    assert "'1m30s' is not a duration such as 15s or 1m (one unit: s or m)" in kit and "1h" not in kit
+    same = _invoke("compare", "sample", "sample", "--report", str(tmp_path / "cmp"))
+    assert same.exit_code == 0 and "warning: sample and sample are the same recording" in same.stderr
