@@ -9,6 +9,7 @@ drafter, over-committed GPU memory on a shared GPU), so a bad lab fails before a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -314,7 +315,7 @@ class Lab(_Strict):
         unknown = sorted(set(changes) - RELAUNCH_KEYS)
         if unknown:
             raise ValueError(f"cannot change {', '.join(unknown)} on relaunch; allowed: {', '.join(sorted(RELAUNCH_KEYS))}")
-        data = self.model_dump()
+        data = self.model_dump(mode="json")
         for v in data["variants"]:
             if v["name"] == name:
                 v.update(changes)
@@ -322,7 +323,7 @@ class Lab(_Strict):
         else:
             raise KeyError(f"lab {self.name!r} has no variant {name!r}")
         try:
-            return Lab.model_validate(data)
+            return Lab.model_validate_json(json.dumps(data), strict=True)  # as strictly as a loaded file
         except ValidationError as error:  # pydantic's own text is several lines naming no range
             from .loading import describe_errors
 

@@ -2,7 +2,8 @@
 
 Every problem becomes one line that names the file, the field path and what was expected, for
 example ``scenarios/x.toml: arrival.rate: expected a number greater than 0, got 'fast'``.
-Unknown keys are errors, with a did-you-mean when a known key is close. Model validators may
+Unknown keys are errors, with a did-you-mean when a known key is close. Values are validated
+strictly: a boolean or a quoted number where a number belongs is an error, not converted. Model validators may
 raise ``ValueError("field.path: message")``; the path is then joined to the error's location.
 """
 
@@ -73,9 +74,13 @@ def load_model(path: str | Path, model: type[M], *, context: dict[str, Any] | No
 
 
 def validate(data: Any, model: type[M], *, source: str, context: dict[str, Any] | None = None) -> M:
-    """Validate already-parsed data; ``source`` prefixes each error line (a file, or ``file:LINE``)."""
+    """Validate already-parsed data; ``source`` prefixes each error line (a file, or ``file:LINE``).
+
+    Strictly, as JSON: ``true`` is no number and ``"24"`` no integer (pydantic's lax mode would take
+    both), while arrays still fill tuples and strings enums, as a file writes them.
+    """
     try:
-        return model.model_validate(data, context=context)
+        return model.model_validate_json(json.dumps(data), strict=True, context=context)
     except ValidationError as error:
         raise InputError("\n".join(describe_errors(error, model, source))) from None
 
@@ -103,12 +108,12 @@ def load_jsonl(path: str | Path, model: type[M], *, context: dict[str, Any] | No
             problems.append(f"{shown}:{number}: {len(line):,} characters; a line may have at most {max_line_chars:,}")
             continue
         try:
-            data = json.loads(line)
+            json.loads(line)  # for the decoder's own words on a broken line
         except json.JSONDecodeError as error:
             problems.append(f"{shown}:{number}: invalid JSON: {error.msg} (column {error.colno})")
             continue
         try:
-            out.append(model.model_validate(data, context=context))
+            out.append(model.model_validate_json(line, strict=True, context=context))
         except ValidationError as error:
             problems.extend(describe_errors(error, model, f"{shown}:{number}"))
     if problems:

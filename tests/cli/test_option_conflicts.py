@@ -201,3 +201,8 @@ def test_small_refusals_say_what_is_wrong(tmp_path: Path) -> None:
     assert "'1m30s' is not a duration such as 15s or 1m (one unit: s or m)" in kit and "1h" not in kit
     same = _invoke("compare", "sample", "sample", "--report", str(tmp_path / "cmp"))
     assert same.exit_code == 0 and "warning: sample and sample are the same recording" in same.stderr
+
+
+def test_a_change_to_true_is_no_draft_length() -> None:
+    err = _one_line_bad_input(_invoke("run", "smoke", "--engine", "sim", "--change", "5:k4:k=true"))
+    assert "num_speculative_tokens: expected an integer at least 1 and at most 64, got True" in err

@@ -42,6 +42,16 @@ def test_bad_rate_names_file_field_and_expectation(tmp_path: Path) -> None:
     assert message.endswith("x.toml: arrival.rate: expected a number greater than 0 and at most 10000, got 'fast'")
 
 
+@pytest.mark.parametrize(("value", "got"), [("true", "True"), ('"2"', "'2'")])
+def test_a_boolean_or_a_quoted_number_is_not_taken_for_a_number(tmp_path: Path, value: str, got: str) -> None:
+    message = _error(_write(tmp_path, BASE.replace("rate = 2", f"rate = {value}")))
+    assert message.endswith(f"x.toml: arrival.rate: expected a number greater than 0 and at most 10000, got {got}")
+    (tmp_path / "p.jsonl").write_text('{"prompt": "ok", "max_tokens": "9"}\n')  # a prompts file's line alike
+    message = _error(_write(tmp_path, BASE.replace('prompts = ["a", "b"]', 'prompts_file = "p.jsonl"')))
+    assert "p.jsonl:1: max_tokens: expected" in message and "got '9'" in message
+    assert load_scenario(_write(tmp_path, BASE.replace("rate = 2", "rate = 2.5"))).arrival.rate == 2.5  # still a number
+
+
 def test_unknown_key_suggests_the_known_one(tmp_path: Path) -> None:
     message = _error(_write(tmp_path, BASE.replace("duration_s", "duraton_s")))
     assert "duraton_s: unknown key; did you mean 'duration_s'?" in message
