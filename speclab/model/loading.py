@@ -3,8 +3,9 @@
 Every problem becomes one line that names the file, the field path and what was expected, for
 example ``scenarios/x.toml: arrival.rate: expected a number greater than 0, got 'fast'``.
 Unknown keys are errors, with a did-you-mean when a known key is close. Values are validated
-strictly: a boolean or a quoted number where a number belongs is an error, not converted. Model validators may
-raise ``ValueError("field.path: message")``; the path is then joined to the error's location.
+strictly: a boolean or a quoted number where a number belongs is an error, not converted. Model
+validators may raise ``ValueError("field.path: message")``; the path is then joined to the error's
+location.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def validate(data: Any, model: type[M], *, source: str, context: dict[str, Any] 
     both), while arrays still fill tuples and strings enums, as a file writes them.
     """
     try:
-        return model.model_validate_json(json.dumps(data), strict=True, context=context)
+        # default=str: a TOML date or time is a string here, which no field of ours takes for a number
+        return model.model_validate_json(json.dumps(data, default=str), strict=True, context=context)
     except ValidationError as error:
         raise InputError("\n".join(describe_errors(error, model, source))) from None
 
