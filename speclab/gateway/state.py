@@ -8,21 +8,15 @@ reads the ``gateway.json`` beside them, so either handle leads to the same gatew
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from speclab.model.errors import InputError
 
 from .routing import RoutingTable
 
 SCHEMA = "speclab.gateway/1"
-REQUIRED_FIELDS = ("lab", "url", "socket", "config", "tenants_map", "routes_map", "servers", "routing")
-FIELD_TYPES: dict[str, tuple[type, ...]] = {  # what a hand-edited or damaged file is checked against
-    **dict.fromkeys(("lab", "url", "socket", "config", "tenants_map", "routes_map", "haproxy", "haproxy_version"), (str,)),
-    "servers": (dict,), "routing": (dict,), "extra": (dict,),
-    "started_wall": (int, float), "started_monotonic": (int, float),
-}
 
 
 @dataclass
@@ -66,15 +60,28 @@ class GatewayState:
             raise InputError(f"gateway: {path}: cannot read: {error}") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise InputError(f"gateway: {path}: not a speclab gateway state file (expected schema {SCHEMA})")
-        known = set(cls.__dataclass_fields__)
-        missing = [name for name in REQUIRED_FIELDS if name not in data]
+        kept = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        missing = [f.name for f in fields(cls)
+                   if f.name not in kept and f.default is MISSING and f.default_factory is MISSING]
         if missing:
             raise InputError(f"gateway: {path}: no {', '.join(missing)} (a gateway state file names each)")
-        for name, kinds in FIELD_TYPES.items():
-            value = data.get(name)
-            if name in data and not (isinstance(value, kinds) and not isinstance(value, bool)):
+        for name, value in kept.items():  # a hand-edited or damaged file, checked against the fields' types
+            kinds = _FIELD_KINDS.get(name)
+            if kinds is not None and not (isinstance(value, kinds) and not isinstance(value, bool)):
                 raise InputError(f"gateway: {path}: {name} is {value!r}, not a {' or '.join(k.__name__ for k in kinds)}")
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**kept)
+
+
+def _kinds(hint: Any) -> tuple[type, ...] | None:
+    """What a JSON value for a field of type ``hint`` may be (a float takes an int); None: unchecked."""
+    base = get_origin(hint) or hint
+    if base is float:
+        return (int, float)
+    return (base,) if base in (str, dict) else None
+
+
+_FIELD_KINDS = {name: kinds for name, hint in get_type_hints(GatewayState).items()
+                if (kinds := _kinds(hint)) is not None}
 
 
 def state_path(report_dir: Path) -> Path:

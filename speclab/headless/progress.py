@@ -16,6 +16,12 @@ def _ms(us: int | None) -> str:
     return "–" if us is None else f"{us / 1000:.0f}"
 
 
+def client_saturation(snap: Snapshot) -> tuple[int, int]:
+    """(intervals in which the client's own sends were late, intervals of the run): what the exit
+    judge weighs and the lab's summary quotes (late sends, not the intervals they echo into)."""
+    return len(snap.saturated_sends or snap.saturated_intervals), max(snap.interval + 1, 1)
+
+
 def progress_line(snap: Snapshot, *, whole_run: bool = False) -> str:
     """E.g. ``t=12s baseline 8.0 req/s p99 e2e 412ms err 0 | k4 8.0 req/s p99 390ms AL 2.71 rej 31% | client ok``."""
     parts = [f"t={snap.t:5.1f}s"]
@@ -38,10 +44,9 @@ def progress_line(snap: Snapshot, *, whole_run: bool = False) -> str:
     # A line a second: the latest interval's client; a run's summary (``whole_run``): its worst interval's,
     # as the report has it (the last interval of a run cut short by q can hold nothing).
     health = snap.run_health if whole_run else snap.health
-    if health.saturated and whole_run:  # how much of the run, as the judge counts it (headless/run.py)
-        saturated = len(snap.saturated_sends or snap.saturated_intervals)
-        parts.append(f"client saturated in {saturated} of {max(snap.interval + 1, 1)} intervals "
-                     f"(worst: {health.reason})")
+    if health.saturated and whole_run:  # how much of the run, as the judge counts it
+        saturated, intervals = client_saturation(snap)
+        parts.append(f"client saturated in {saturated} of {intervals} intervals (worst: {health.reason})")
     elif health.saturated:
         parts.append(f"CLIENT SATURATED ({health.reason})")
     else:

@@ -19,7 +19,7 @@ from speclab.session.live import LiveSession
 from speclab.session.options import RunOptions
 from speclab.session.signals import catch_interrupts, hold, release_interrupts
 
-from .progress import progress_line, timeline_rows
+from .progress import client_saturation, progress_line, timeline_rows
 
 SATURATED_LIMIT = 0.5  # more than this share of intervals saturated: the measurement is invalid
 MIN_INTERVALS_TO_JUDGE = 5  # a run of a few seconds is flagged per interval, not failed as a whole
@@ -40,8 +40,7 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
         return ExitCode.ALL_REQUESTS_FAILED, f"every request failed ({', '.join(kinds)}): {tally.first_error}"
     if not tally.measured:
         return ExitCode.ALL_REQUESTS_FAILED, "no request finished"
-    intervals = max(final.interval + 1, 1)
-    saturated = len(final.saturated_sends or final.saturated_intervals)  # the client's own, not their echoes
+    saturated, intervals = client_saturation(final)
     if intervals >= MIN_INTERVALS_TO_JUDGE and saturated > SATURATED_LIMIT * intervals:
         return (ExitCode.MEASUREMENT_INVALID,
                 f"the client could not keep up in {saturated} of {intervals} intervals")
