@@ -23,10 +23,15 @@ class DefaultGroup(click.Group):
 
 
 def require_terminal(command: str, instead: str) -> None:
-    """Refuse to open a Textual app when stdin or stdout is not a terminal: the app would draw
-    into a pipe or a file and wait for keys that never come. ``instead``: the headless way."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise InputError(f"{command}: the app needs a terminal, and stdin or stdout is not one; {instead}")
+    """Refuse to open a Textual app unless stdin, stdout and stderr are terminals: the app would
+    otherwise wait for keys that never come, or draw into a pipe or a file (Textual draws on
+    stderr; the summary goes to stdout). ``instead``: the headless way."""
+    streams = {"stdin": sys.stdin, "stdout": sys.stdout, "stderr": sys.stderr}
+    off = [name for name, stream in streams.items() if not stream.isatty()]
+    if off:
+        names = off[0] if len(off) == 1 else f"{', '.join(off[:-1])} and {off[-1]}"
+        raise InputError(f"{command}: the app needs a terminal, and {names} "
+                         f"{'is not one' if len(off) == 1 else 'are not terminals'}; {instead}")
 
 
 def _guard(fn: Callable[[], int]) -> None:

@@ -105,7 +105,7 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
         # The lab stays open all day: the scenario's traffic runs until `q` unless bounded here.
         options = dataclasses.replace(options, duration=LAB_DEFAULT_DURATION_S)
     session = LiveSession(dataclasses.replace(options, keep_records=False, keep_intervals=False))
-    app = create_app(session, session, yield_cpu=True)
+    app = create_app(session, session, yield_cpu=True, stop_on_sigint=True)
     try:
         require_terminal("lab", "for a run without the app use `speclab run`")
         app.run()
@@ -120,7 +120,9 @@ def open_lab(lab_name: str | None, scenario: str | None, opts: dict[str, Any]) -
         raise app.source_error  # e.g. a server never became ready: one line and its exit code
     for line in lab_summary(session):
         click.echo(line)
-    if options.report_dir is not None and options.record_path is not None:
+    if options.report_dir is not None and options.record_path is not None and session.recorder is None:
+        click.echo("report: none; it is built from the recording, and nothing was recorded")
+    elif options.report_dir is not None and options.record_path is not None:
         from speclab.headless.recording_report import write_recording_report
         from speclab.recording.reader import Recording
 
@@ -138,7 +140,9 @@ def lab_summary(session: Any) -> list[str]:
     if session.final is not None:
         lines.append(f"speclab lab: {session.info.scenario} on {session.info.lab}: {progress_line(session.final, whole_run=True)}")
     path = session.options.record_path
-    if path is not None:
+    if path is not None and session.recorder is None:  # it opens once the servers answer
+        lines.append(f"recording: none; the lab closed before its traffic started (nothing written to {path})")
+    elif path is not None:
         failure = getattr(session.recorder, "failure", None)
         lines.append(f"recording: {path}" + (f" ({failure})" if failure else f" (replay: speclab replay {path})"))
     return lines
@@ -212,7 +216,7 @@ def run_replay(recording: str, opts: dict[str, Any]) -> int:
 
     require_terminal("replay", "for the report alone use --report DIR")
     source = ReplaySource(rec, speed=float(opts.get("speed") or 1.0))
-    app = create_app(source, None, replay=source)
+    app = create_app(source, None, replay=source, stop_on_sigint=True)
     app.run()
     return int(app.return_code or 0)
 

@@ -27,8 +27,11 @@ def progress_line(snap: Snapshot, *, whole_run: bool = False) -> str:
     parts = [f"t={snap.t:5.1f}s"]
     for name, vstats in snap.cumulative.items():
         total = vstats.total
-        last = snap.intervals[-1].variants.get(name) if snap.intervals else snap.last_interval.get(name)
-        rps = last.total.requests_per_s if last is not None else 0.0
+        if whole_run:  # the run's rate, not its last (perhaps cut short) interval's
+            rps = total.requests_per_s
+        else:
+            last = snap.intervals[-1].variants.get(name) if snap.intervals else snap.last_interval.get(name)
+            rps = last.total.requests_per_s if last is not None else 0.0
         e2e = total.latency.get(Metric.E2E_CORRECTED.value)
         shown = vstats.label or name
         piece = f"{shown} {rps:.1f} req/s done {total.requests} p99 {_ms(e2e.p99 if e2e else None)}ms"

@@ -58,7 +58,20 @@ def require_recording_path(path: Path, *, force: bool) -> None:
 
 
 def check_outputs(record: str | Path | None, report: str | Path | None, *, force: bool) -> None:
-    if record is not None:
-        require_recording_path(Path(record), force=force)
-    if report is not None:
-        require_writable_dir(Path(report), "--report")
+    """Both paths can be written; the directories the probes made are taken away again, so a run
+    refused or stopped before it wrote anything leaves no empty recording behind (the writers
+    make their directories when they write)."""
+    for given, is_record in ((record, True), (report, False)):
+        if given is None:
+            continue
+        path = Path(given)
+        made = [p for p in (path, *path.parents) if not p.exists()]
+        try:
+            if is_record:
+                require_recording_path(path, force=force)
+            else:
+                require_writable_dir(path, "--report")
+        finally:
+            for directory in made:  # deepest first; only the empty ones this probe made
+                with contextlib.suppress(OSError):
+                    directory.rmdir()

@@ -248,15 +248,20 @@ class ServerManager:
             raise first
         return dict(self.servers)
 
-    async def relaunch(self, variant: str, changes: Mapping[str, Any]) -> Event:
-        """Restart one variant with changed settings while the others keep serving."""
+    def check_relaunch(self, variant: str, changes: Mapping[str, Any]) -> Lab:
+        """The lab ``variant`` would run with ``changes``; InputError (nothing stopped) if it can't."""
         old = self.servers.get(variant)
         if old is None or old.engine == ATTACHED:
             raise InputError(f"relaunch: no launched server for variant {variant!r}")
         try:
-            lab = self.lab.with_changes(variant, dict(changes))
+            return self.lab.with_changes(variant, dict(changes))
         except (ValueError, KeyError) as error:
-            raise InputError(f"relaunch {variant}: {error}") from None
+            raise InputError(f"relaunch {variant}: {error}".splitlines()[0]) from None
+
+    async def relaunch(self, variant: str, changes: Mapping[str, Any]) -> Event:
+        """Restart one variant with changed settings while the others keep serving."""
+        lab = self.check_relaunch(variant, changes)
+        old = self.servers[variant]
         before = old.settings
         t0 = self.clock()
         old.status = "relaunching"

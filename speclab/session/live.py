@@ -29,6 +29,7 @@ from speclab.metrics.interval_spill import SpilledIntervalStore
 from speclab.metrics.run_tally import RunTally
 from speclab.metrics.scraper import MetricsScraper
 from speclab.metrics.sim_drift import DriftJudge
+from speclab.model.errors import InputError
 from speclab.model.lab import Lab
 from speclab.model.names import INTERVAL_S, SNAPSHOT_HZ
 from speclab.model.records import Event, RequestRecord, ServerSample
@@ -433,18 +434,28 @@ class LiveSession:
 
     # -- LiveControls ------------------------------------------------------------------------------
 
+    def _require_running(self, control: str) -> None:
+        """A control after the run ended would act on nothing (and write to a closed recording)."""
+        if self._finishing or self._stopping:
+            raise InputError(f"{control}: the run has ended; traffic controls no longer apply")
+
     async def pause(self) -> None:
+        self._require_running("pause")
         await self.controls.pause()
 
     async def resume(self) -> None:
+        self._require_running("resume")
         await self.controls.resume()
 
     async def set_rate(self, rate: float) -> None:
+        self._require_running("set_rate")
         await self.controls.set_rate(rate)
 
     async def set_concurrency(self, concurrency: int) -> None:
+        self._require_running("set_concurrency")
         await self.controls.set_concurrency(concurrency)
 
     async def relaunch(self, variant: str, changes: dict[str, Any]) -> None:
         """A new config epoch for ``variant`` (the app's relaunch and ``--change`` both come here)."""
+        self._require_running("relaunch")
         await relaunch_variant(self, variant, changes)

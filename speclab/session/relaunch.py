@@ -139,6 +139,7 @@ async def relaunch_variant(session: LiveSession, variant: str, changes: dict[str
         raise InputError("relaunch: attached servers were not launched by speclab")
     if variant in session.relaunching:
         raise InputError(f"relaunch {variant}: a relaunch of {variant} is already under way")
+    manager.check_relaunch(variant, changes)  # refused settings end here: the old server keeps serving
     book = session.aggregator.book
     session.relaunching.add(variant)
     try:

@@ -7,6 +7,8 @@ app never talks to servers. ``q`` stops the source (traffic and servers) and exi
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Iterable
 
 from textual import work
@@ -34,9 +36,14 @@ class SpeclabApp(App[None]):
         replay: ReplayControls | None = None,
         *,
         yield_cpu: bool = False,
+        stop_on_sigint: bool = False,
     ) -> None:
-        """``yield_cpu``: lower the event loop's priority while traffic runs (``speclab lab`` does)."""
+        """``yield_cpu``: lower the event loop's priority while traffic runs (``speclab lab`` does).
+        ``stop_on_sigint``: a SIGINT sent to the process stops like ``q`` and exits 130 (Ctrl-C typed
+        in the app is a key: Textual copies with it in a field, and elsewhere says to press q)."""
         super().__init__()
+        self._stop_on_sigint = stop_on_sigint
+        self.interrupted = False
         self.source = source
         self.controls = controls
         self.replay = replay
@@ -60,7 +67,17 @@ class SpeclabApp(App[None]):
         return self._lab
 
     def on_mount(self) -> None:
+        if self._stop_on_sigint:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)
         self.consume_snapshots()
+
+    def on_unmount(self) -> None:
+        if self._stop_on_sigint:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+    def _on_sigint(self) -> None:
+        self.interrupted = True
+        self.run_worker(self.action_quit(), group="interrupt", exclusive=True)
 
     @work(group="snapshots", exclusive=True, exit_on_error=False)
     async def consume_snapshots(self) -> None:
@@ -91,10 +108,12 @@ class SpeclabApp(App[None]):
         self.priority.restore()  # traffic is over
         self.lab.status.ended = True
         self.lab.status.error = message.error
+        self.lab.refresh_bindings()  # the traffic controls are over
         self.lab.refresh_view()
 
     async def action_quit(self) -> None:
-        """Stop traffic and servers, then exit 0 (or 1 with the reason if stopping failed)."""
+        """Stop traffic and servers, then exit 0, or 130 after a SIGINT (1 with the reason if stopping
+        failed)."""
         if not self.stopped:
             self.stopped = True
             self.priority.restore()  # stopping (draining, the recording's close) at full priority
@@ -104,7 +123,7 @@ class SpeclabApp(App[None]):
             except SpeclabError as error:
                 self.exit(return_code=ExitCode.INTERNAL_ERROR, message=f"stopping failed: {error}")
                 return
-        self.exit(return_code=ExitCode.OK)
+        self.exit(return_code=ExitCode.INTERRUPTED if self.interrupted else ExitCode.OK)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -117,7 +136,7 @@ class SpeclabApp(App[None]):
             ("Cycle spectrum layout", "Overlay, side by side, selected variant only", "cycle_layout"),
             ("Show keys", "Every key and what it does", "help"),
         ]
-        if self.controls is not None:
+        if self.controls is not None and not screen.run_ended:
             commands += [
                 ("Pause or resume traffic", "Stop or restart sending requests", "toggle_pause"),
                 ("Change arrival rate", "Requests per second, live", "set_rate"),
@@ -141,6 +160,7 @@ def create_app(
     *,
     replay: ReplayControls | None = None,
     yield_cpu: bool = False,
+    stop_on_sigint: bool = False,
 ) -> SpeclabApp:
     """The app over ``source``; without ``controls`` (a replay) the traffic controls are disabled."""
-    return SpeclabApp(source, controls, replay, yield_cpu=yield_cpu)
+    return SpeclabApp(source, controls, replay, yield_cpu=yield_cpu, stop_on_sigint=stop_on_sigint)

@@ -102,6 +102,8 @@ def test_progress_line_and_markdown_carry_the_headline_metrics() -> None:
     final = _final(records, 2.0)
     line = progress_line(final)
     assert line.startswith("t=") and "k2" in line and "AL 2.50" in line and "rej 25%" in line
+    run_rate = final.cumulative["k2"].total.requests_per_s  # a summary quotes the run's rate, not its last interval's
+    assert run_rate > 0 and f"k2 {run_rate:.1f} req/s done 8" in progress_line(final, whole_run=True)
     saturated = Snapshot(t=1.0, interval=0, health=ClientHealth(saturated=True, reason="schedule lag p99 9 ms"))
     assert "CLIENT SATURATED (schedule lag p99 9 ms)" in progress_line(saturated)
     # A run's summary quotes its worst interval, not the last (an interval cut short can hold nothing).

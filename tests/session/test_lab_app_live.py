@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input
 
 from speclab.cli.commands import run_options
+from speclab.model.errors import InputError
 from speclab.session.live import LiveSession
 from speclab.ui.app import create_app
 from speclab.ui.screens.relaunch import RelaunchDialog
@@ -71,8 +73,17 @@ async def test_pause_relaunch_and_quit_drive_the_real_session(tmp_path: Path) ->
         kinds = [e.kind for e in session.events]
         assert "pause" in kinds and "resume" in kinds
 
+        # Settings the lab refuses end before the transition: k2 keeps its server and its epoch.
+        with pytest.raises(InputError, match="max_num_seqs"):
+            await session.relaunch("k2", {"max_num_seqs": 99_999_999})
+        assert [e.kind for e in session.events].count("transition") == 1
+        assert not session.aggregator.book.in_transition("k2")
+        assert session.servers_running["k2"].status == "ready"
+
         await pilot.press("q")
         await _until(lambda: session.final is not None, 60)
     assert app.return_code == 0
     assert session.final is not None and session.final.finished
+    with pytest.raises(InputError, match="the run has ended"):
+        await session.pause()  # once the recording is closed a control has nothing to act on
     assert all(s.status in ("stopped", "exited") for s in session.servers_running.values())

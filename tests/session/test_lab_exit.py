@@ -90,6 +90,31 @@ def test_lab_records_by_default_and_q_leaves_a_finished_recording(tmp_path: Path
     assert epoch["accounting"]["completed"] + epoch["accounting"]["errored"] == len(rec.records)
 
 
+def test_q_before_traffic_leaves_no_empty_recording_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """q while the servers still start: nothing was recorded, so no directory and no replay hint."""
+    (tmp_path / "steady.toml").write_text(SCENARIO)
+    monkeypatch.chdir(tmp_path)
+
+    def run(self: SpeclabApp, *args: Any, **kwargs: Any) -> None:
+        async def drive() -> None:
+            async with self.run_test(size=(120, 40)) as pilot:
+                await pilot.press("q")
+                while self.is_running:
+                    await asyncio.sleep(0.05)
+
+        asyncio.run(drive())
+
+    monkeypatch.setattr(SpeclabApp, "run", run)
+    monkeypatch.setattr("speclab.cli.commands.require_terminal", lambda *_: None)
+    code = open_lab("default", "steady.toml", _opts(variants="baseline", report_dir=tmp_path / "report"))
+    assert code == 0
+    assert not (tmp_path / "recordings").exists() and not (tmp_path / "report").exists()
+    out = capsys.readouterr().out
+    assert "recording: none; the lab closed before its traffic started" in out
+    assert "replay" not in out and "report: none" in out
+
+
 def test_a_lab_report_without_its_recording_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--report is built from the lab's recording"):
         open_lab("default", None, _opts(no_record=True, report_dir=tmp_path / "report"))

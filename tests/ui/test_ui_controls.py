@@ -5,6 +5,8 @@ The relaunch dialog's are in test_ui_relaunch.py.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,9 +20,10 @@ from speclab.ui import SpeclabApp, create_app
 from speclab.ui.messages import ControlApplied
 from speclab.ui.screens.dialogs import NumberDialog
 from speclab.ui.screens.help import HelpScreen
-from speclab.ui.screens.lab import NO_CONTROLS, LabScreen
+from speclab.ui.screens.lab import NO_CONTROLS, RUN_ENDED, LabScreen
 from speclab.ui.widgets.ab import ABTable
 from speclab.ui.widgets.acceptance import AcceptanceDetail
+from speclab.ui.widgets.replay_bar import ReplayBar
 from speclab.ui.widgets.spectrum import SpectrumChart
 from speclab.ui.widgets.status import render_status
 from tests.ui.fakes import FakeSource, settle
@@ -212,6 +215,20 @@ async def test_quit_stops_the_source_and_returns_zero() -> None:
     assert source.stopped.is_set()
 
 
+async def test_a_sigint_stops_the_source_and_returns_130() -> None:
+    """`kill -INT` (or Ctrl-C reaching the process) stops traffic and servers like q, then exits 130."""
+    source = FakeSource()
+    app = create_app(source, source, stop_on_sigint=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        os.kill(os.getpid(), signal.SIGINT)
+        await source.stopped.wait()
+        await pilot.pause()
+    assert app.return_code == 130 and app.interrupted
+    assert source.names() == ["stop"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler went with the app
+
+
 async def test_without_controls_the_traffic_keys_are_disabled_and_say_why() -> None:
     source = FakeSource(replay=True)
     app = create_app(source)
@@ -229,6 +246,38 @@ async def test_without_controls_the_traffic_keys_are_disabled_and_say_why() -> N
         assert why["r"] == NO_CONTROLS and why["c"] == ""
         await pilot.press("c")
         assert not screen.view.corrected, "view keys still work in a replay"
+
+
+class EndingSource(FakeSource):
+    """A live run whose traffic ends after the frozen snapshots (the source's stream returns)."""
+
+    async def snapshots(self) -> AsyncIterator[Snapshot]:
+        for snap in self.frozen:
+            yield snap
+
+
+async def test_after_the_run_ends_the_traffic_keys_are_disabled_and_say_why() -> None:
+    """Space, r, n and e after the final snapshot would act on nothing (and pause wrote to a closed
+    recording): they are off, the help says why, and nothing reaches the session."""
+    source = EndingSource()
+    app = create_app(source, source)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app, source)
+        screen = lab(app)
+        for _ in range(300):  # the frozen snapshots are all sent: the source ends
+            if screen.status.ended:
+                break
+            await pilot.pause(0.01)
+        assert screen.run_ended
+        for action in ("toggle_pause", "set_rate", "set_concurrency", "relaunch"):
+            assert screen.check_action(action, ()) is None
+        await pilot.press("space", "r", "n", "e")
+        await pilot.pause()
+        assert isinstance(app.screen, LabScreen)
+        assert source.calls == []
+        assert {row[0]: row[2] for row in screen.help_rows()}["r"] == RUN_ENDED
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Change arrival rate" not in titles and "Show keys" in titles
 
 
 class FakeReplay:
@@ -262,10 +311,18 @@ async def test_replay_hook_gets_play_pause_speed_and_seek() -> None:
     app = create_app(source, replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app, source)
-        assert app.screen.query_one("#replay-bar")
+        bar = app.screen.query_one("#replay-bar", ReplayBar)
+        footer = app.screen.query_one("Footer")
+        assert bar.region.height == 1 and bar.region.bottom <= footer.region.y, "the footer must not cover the bar"
         await pilot.press("space", "right_square_bracket", "full_stop", "comma", "comma")
         await pilot.pause()
     assert replay.calls == [("pause", 0.0), ("speed", 2.0), ("seek", 40.0), ("seek", 30.0), ("seek", 20.0)]
+    replay.calls.clear()
+    async with create_app(source, replay=replay).run_test(size=SIZE) as pilot:  # the bar's range is --speed's
+        await pilot.press(*["right_square_bracket"] * 5, *["left_square_bracket"] * 8)
+        await pilot.pause()
+    speeds = [speed for _, speed in replay.calls]
+    assert max(speeds) == 16.0 and min(speeds) == 0.25
     assert source.calls == []
 
 

@@ -65,7 +65,7 @@ async def test_relaunch_cancelled_at_confirmation_sends_nothing() -> None:
         assert source.calls == []
 
 
-async def test_relaunch_dialog_refuses_no_change_and_bad_k() -> None:
+async def test_relaunch_dialog_refuses_no_change_and_values_out_of_range() -> None:
     source = FakeSource()
     app = create_app(source, source)
     async with app.run_test(size=SIZE) as pilot:
@@ -75,12 +75,20 @@ async def test_relaunch_dialog_refuses_no_change_and_bad_k() -> None:
         assert app.screen is dialog
         assert "nothing changed" in str(dialog.query_one("#error", Static).render())
         k_field = dialog.query_one("#num_speculative_tokens", Input)
-        k_field.value = "40"
+        k_field.value = "65"
         k_field.focus()
         await pilot.press("enter")
         await pilot.pause()
         assert app.screen is dialog
-        assert "between 1 and 16" in str(dialog.query_one("#error", Static).render())
+        assert "between 1 and 64" in str(dialog.query_one("#error", Static).render())
+        k_field.value = "3"
+        seqs = dialog.query_one("#max_num_seqs", Input)
+        seqs.value = "99999999"  # above the lab's limit: refused here, not by a failed relaunch
+        seqs.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog
+        assert "max_num_seqs: must be between 1 and 65536" in str(dialog.query_one("#error", Static).render())
         await pilot.press("escape")
         await controls_done(pilot, app)
         assert source.calls == []

@@ -19,6 +19,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
+from speclab.model import limits as L
 from speclab.model.errors import SpeclabError
 from speclab.model.latency_metrics import BY_METRIC, LATENCY_METRICS, Shown, Source, shown_in
 from speclab.model.names import CORRECTED, Metric
@@ -54,6 +55,7 @@ SOURCE_LABEL = {
     "none": "no source",
 }
 NO_CONTROLS = "replay: there is no live traffic to control"
+RUN_ENDED = "the run has ended: there is no traffic left to control"
 
 
 @dataclass(slots=True)
@@ -260,6 +262,12 @@ class LabScreen(Screen[None]):
             self._ab_shown = shown
             self.query_one(ABTable).show(view, self.view.corrected, prompt_class)
 
+    @property
+    def run_ended(self) -> bool:
+        """A live run's final snapshot has come: its traffic and controls are over."""
+        snap = self.state.latest
+        return self.replay is None and (self.status.ended or (snap is not None and snap.finished))
+
     # -- view actions ------------------------------------------------------------------------
 
     def action_toggle_corrected(self) -> None:
@@ -308,15 +316,16 @@ class LabScreen(Screen[None]):
             allowed = self.check_action(action, ())
             if allowed is False:
                 continue
-            why = "" if allowed else NO_CONTROLS
+            why = "" if allowed else (RUN_ENDED if self.controls is not None else NO_CONTROLS)
             rows.append((binding.key_display or binding.key, binding.tooltip or binding.description, why))
         rows.append(("ctrl+p", "Command palette", ""))
         return rows
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in CONTROL_ACTIONS and self.controls is None:
+        live = self.controls is not None and not self.run_ended
+        if action in CONTROL_ACTIONS and not live:
             return None
-        if action == "toggle_pause" and self.controls is None and self.replay is None:
+        if action == "toggle_pause" and not live and self.replay is None:
             return None
         return not (action in REPLAY_ACTIONS and self.replay is None)
 
@@ -348,7 +357,7 @@ class LabScreen(Screen[None]):
 
     async def action_replay_speed(self, factor: float) -> None:
         if self.replay is not None:
-            speed = min(64.0, max(0.125, self.replay.speed * factor))
+            speed = min(L.MAX_REPLAY_SPEED, max(L.MIN_REPLAY_SPEED, self.replay.speed * factor))
             await self._call("replay", self.replay.set_speed(speed), f"speed ×{speed:g}")
             self.refresh_view()
 

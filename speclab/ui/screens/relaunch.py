@@ -11,6 +11,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
+from speclab.model import limits as L
 from speclab.model.speculative import DRAFT_SAMPLE_METHODS, REJECTION_SAMPLE_METHODS
 
 from .relaunch_spec import (
@@ -28,12 +29,11 @@ K_KEY = "num_speculative_tokens"
 SEQS_KEY = "max_num_seqs"
 BATCHED_KEY = "max_num_batched_tokens"
 CHUNKED_KEY = "enable_chunked_prefill"
-MAX_K = 16
 
-FIELDS: tuple[tuple[str, str, int], ...] = (
-    (K_KEY, "draft length k", 1),
-    (SEQS_KEY, "max_num_seqs", 1),
-    (BATCHED_KEY, "max_num_batched_tokens", 16),
+FIELDS: tuple[tuple[str, str, int, int], ...] = (  # key, label, and the range a lab file accepts
+    (K_KEY, "draft length k", 1, L.MAX_SPEC_TOKENS),
+    (SEQS_KEY, "max_num_seqs", 1, L.MAX_NUM_SEQS),
+    (BATCHED_KEY, "max_num_batched_tokens", 16, L.MAX_BATCHED_TOKENS),
 )
 
 
@@ -86,7 +86,7 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog"):
             yield Label(f"Relaunch {self.variant}", classes="dialog-title")
-            for key, label, _ in FIELDS:
+            for key, label, _, _ in FIELDS:
                 with Horizontal(classes="field"):
                     yield Label(label, classes="field-label")
                     value = self.before.get(key)
@@ -149,7 +149,7 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
         """Changed settings, or ``None`` after showing why the form is not acceptable."""
         error = self.query_one("#error", Static)
         out: dict[str, Any] = {}
-        for key, label, minimum in FIELDS:
+        for key, label, minimum, maximum in FIELDS:
             field = self.query_one(f"#{key}", Input)
             if field.disabled:
                 continue
@@ -164,9 +164,8 @@ class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
             except ValueError:
                 error.update(f"{label}: enter a whole number")
                 return None
-            if value < minimum or (key == K_KEY and value > MAX_K):
-                limit = f"between 1 and {MAX_K}" if key == K_KEY else f"at least {minimum}"
-                error.update(f"{label}: must be {limit}")
+            if not minimum <= value <= maximum:
+                error.update(f"{label}: must be between {minimum} and {maximum}")
                 return None
             if value != self.before.get(key):
                 out[key] = value

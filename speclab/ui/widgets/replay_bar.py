@@ -23,7 +23,7 @@ def render_replay(replay: ReplayControls, width: int) -> Text:
 
 class ReplayBar(Widget):
     DEFAULT_CSS = """
-    ReplayBar { height: 1; dock: bottom; background: $panel; }
+    ReplayBar { height: 1; background: $panel; }  /* in the flow, above the docked footer */
     """
 
     def __init__(self, replay: ReplayControls, *, id: str | None = None) -> None:
