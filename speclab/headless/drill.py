@@ -18,8 +18,9 @@ from speclab.gates.drill import ROLLBACK_LIMIT_S, drill_failures
 from speclab.gates.spikes import link
 from speclab.metrics.aggregator import Aggregator
 from speclab.metrics.groups import group_summary
-from speclab.model.errors import writing
+from speclab.model.errors import SpeclabError, writing
 from speclab.model.exit_codes import ExitCode
+from speclab.model.files import write_text_atomic
 from speclab.model.names import INTERVAL_S
 from speclab.model.records import RequestRecord
 from speclab.reports import build_report, render_markdown, write_report
@@ -28,7 +29,7 @@ from speclab.session.api import SessionInfo
 from speclab.session.drill import DrillOutcome, run_drill
 from speclab.session.drill_metrics import UNROUTED, by_backend
 from speclab.session.drill_plan import DrillOptions
-from speclab.session.signals import hold
+from speclab.session.signals import catch_interrupts, hold, release_interrupts
 
 PHASES = ("plain", "canary", "rolled_back")
 
@@ -197,13 +198,18 @@ def build_drill_report(outcome: DrillOutcome, code: ExitCode, reason: str, block
     return build_report(info, snap, servers=outcome.servers, command="drill", extra=extra)
 
 
+def _s(seconds: object) -> str:
+    """A duration the drill may not have measured (an interrupted drill never flipped)."""
+    return "not measured" if seconds is None else f"{seconds} s"
+
+
 def write_drill_report(report: dict[str, Any], directory: Path) -> list[Path]:
     paths = write_report(report, directory)
     text = render_markdown(report)
     head, sep, rest = text.partition("\n## ")
     md = head + "\n" + "\n".join(drill_markdown(report["drill"])) + "\n" + (sep.lstrip("\n") + rest if sep else "")
     with writing(f"--report {directory}", "the drill report"):
-        paths[1].write_text(md)
+        write_text_atomic(paths[1], md)
     return paths
 
 
@@ -213,12 +219,22 @@ async def drill_command(options: DrillOptions, out: TextIO = sys.stdout) -> Exit
         block = drill_block(outcome)
         code, reason = judge(outcome, block)
         report = build_drill_report(outcome, code, reason, block)
-        for path in write_drill_report(report, outcome.plan.report_dir):
+        summary = (f"drill: rollback_s {_s(block['rollback_s'])}, drain_s {_s(block['drain_s'])}, in flight at the "
+                   f"flip {block['in_flight_at_flip']}, failed during it {block['failed_during_flip']}, converged "
+                   f"{block['converged']}")
+        verdict = f"exit {int(code)} ({code.name.lower()}): {reason}"
+        catch_interrupts()  # the drill is judged: a Ctrl-C now would only cut its report short, so it waits
+        try:
+            paths = write_drill_report(report, outcome.plan.report_dir)
+        except SpeclabError:  # the drill's figures are said before the report's error
+            print(summary, f"the drill's verdict, before the report failed: {verdict}", sep="\n", file=out, flush=True)
+            raise
+        finally:
+            release_interrupts()
+        for path in paths:
             print(f"report: {path}", file=out)
-        print(f"drill: rollback_s {block['rollback_s']} s, drain_s {block['drain_s']} s, in flight at the flip "
-              f"{block['in_flight_at_flip']}, failed during it {block['failed_during_flip']}, converged "
-              f"{block['converged']}", file=out)
-        print(f"exit {int(code)} ({code.name.lower()}): {reason}", file=out, flush=True)
+        print(summary, file=out)
+        print(verdict, file=out, flush=True)
         if outcome.metrics is not None and options.metrics_hold_s > 0 and not outcome.interrupted:
             print(f"metrics: serving the final figures {options.metrics_hold_s:g} s more", file=out, flush=True)
             await hold(options.metrics_hold_s)

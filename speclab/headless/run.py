@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from speclab.metrics.crosscheck import mismatches
 from speclab.metrics.sim_drift import GROWTH_LIMIT
+from speclab.model.errors import SpeclabError
 from speclab.model.exit_codes import ExitCode
 from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
@@ -32,6 +33,9 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
         return ExitCode.INTERRUPTED, "interrupted; the partial report and recording cover what was measured"
     if session.change_failures:
         return ExitCode.SERVER_NOT_READY, "; ".join(session.change_failures)
+    down = session.servers_down
+    if down:  # its numbers stop where it died: not a run to read as "ok"
+        return ExitCode.SERVER_NOT_READY, "; ".join(f"{variant}: {why}" for variant, why in down.items())
     incomplete = incomplete_reason(session, final)
     if incomplete:
         return ExitCode.MEASUREMENT_INCOMPLETE, incomplete
@@ -136,30 +140,38 @@ async def run_session(options: RunOptions, out: TextIO = sys.stdout) -> ExitCode
 async def follow_to_end(session: LiveSession, out: TextIO) -> ExitCode:
     """Start the session, print progress until it ends (or Ctrl-C), write the report, judge it."""
     options = session.options
-    interrupted = catch_interrupts()
+    interrupted = catch_interrupts()  # held until the report is written: a late Ctrl-C loses nothing
     try:
-        await session.ensure_started()
-        events: list[Event] = []
-        final = await _follow(session, interrupted, out, events)
-    except BaseException:
-        await session.stop("failed")
-        raise
+        try:
+            await session.ensure_started()
+            events: list[Event] = []
+            final = await _follow(session, interrupted, out, events)
+        except BaseException:
+            await session.stop("failed")
+            raise
+        was_interrupted = interrupted.is_set()
+        await session.stop("interrupted" if was_interrupted else "complete")
+        code, reason = judge(session, final, was_interrupted)
+        for c in mismatches(session.tally.crosscheck()):
+            print(f"warning: acceptance cross-check: {c.message}", file=out)
+        recording = None
+        if options.record_path is not None:
+            failure = getattr(session.recorder, "failure", None)
+            recording = f"recording: {options.record_path}" + (f" ({failure})" if failure else "")
+        verdict = f"exit {int(code)} ({code.name.lower()}): {reason}"
+        if options.report_dir is not None:
+            report = session_report(session, final, code, reason, command="run", events=events)
+            try:
+                paths = write_report(report, Path(options.report_dir))
+            except SpeclabError:  # the run's own verdict and recording are still said, before the error
+                print(*filter(None, (recording, f"the run's verdict, before the report failed: {verdict}")),
+                      sep="\n", file=out, flush=True)
+                raise
+            print(f"report: {', '.join(str(p) for p in paths)}", file=out)
+        print(*filter(None, (recording, verdict)), sep="\n", file=out, flush=True)
+        return code
     finally:
         release_interrupts()
-    was_interrupted = interrupted.is_set()
-    await session.stop("interrupted" if was_interrupted else "complete")
-    code, reason = judge(session, final, was_interrupted)
-    for c in mismatches(session.tally.crosscheck()):
-        print(f"warning: acceptance cross-check: {c.message}", file=out)
-    if options.report_dir is not None:
-        report = session_report(session, final, code, reason, command="run", events=events)
-        paths = write_report(report, Path(options.report_dir))
-        print(f"report: {', '.join(str(p) for p in paths)}", file=out)
-    if options.record_path is not None:
-        failure = getattr(session.recorder, "failure", None)
-        print(f"recording: {options.record_path}" + (f" ({failure})" if failure else ""), file=out)
-    print(f"exit {int(code)} ({code.name.lower()}): {reason}", file=out, flush=True)
-    return code
 
 
 async def _follow(session: LiveSession, interrupted: asyncio.Event, out: TextIO,

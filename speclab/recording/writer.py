@@ -20,6 +20,7 @@ import orjson
 
 from speclab.metrics.hlog import HlogWriter
 from speclab.model.errors import InputError
+from speclab.model.files import write_text_atomic
 from speclab.model.records import Event, RequestRecord, ServerSample
 
 from . import layout
@@ -51,12 +52,7 @@ def _dumps(data: Any) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 class RecordingWriter:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from speclab.model.errors import InputError
+from speclab.model.files import write_text_atomic
 from speclab.model.names import Metric
 from speclab.model.snapshot import ALL_CLASSES
 
@@ -264,8 +265,8 @@ def write_report(report: dict[str, Any], directory: Path) -> list[Path]:
     md_path = directory / "report.md"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        md_path.write_text(render_markdown(report))
+        write_text_atomic(json_path, json.dumps(report, indent=2, default=str) + "\n")
+        write_text_atomic(md_path, render_markdown(report))
     except OSError as error:  # checked before the run; a disk that filled up since is still one line
         raise InputError(f"--report {directory}: cannot write the report: {error.strerror or error}") from None
     return [json_path, md_path]

@@ -286,17 +286,25 @@ async def run_accept_stages(options: AcceptOptions, out: TextIO = sys.stdout) ->
         code, reason, skipped_reason = error.exit_code, str(error), f"not run: {error}"
         say(f"error: {error}")
     except asyncio.CancelledError:
-        await _cancel(task)
-        await run.stop()
-        run.write(ExitCode.INTERRUPTED, "cancelled", "not run: cancelled")
-        run.ctx.spool.close()
+        try:
+            await _cancel(task)
+            await run.stop()
+            run.write(ExitCode.INTERRUPTED, "cancelled", "not run: cancelled")
+            run.ctx.spool.close()
+        finally:
+            release_interrupts()
+        raise
+    except BaseException:  # a bug: nothing more is written here
+        release_interrupts()
         raise
     finally:
         stop_wait.cancel()
-        release_interrupts()
         await run.stop()
-    for path in run.write(code, reason, skipped_reason):
-        say(f"report: {path}")
+    try:  # Ctrl-C stays caught until the report is written: a late one loses nothing
+        for path in run.write(code, reason, skipped_reason):
+            say(f"report: {path}")
+    finally:
+        release_interrupts()
     run.ctx.spool.close()
     if options.record_path is not None and CANARY in run.results:
         say(f"recording (canary run): {options.record_path}")

@@ -339,8 +339,10 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout,
             metrics.close()
         raise
     finally:
-        release_interrupts()
-        await drill.stop()
+        try:
+            await drill.stop()
+        finally:
+            release_interrupts()
     drill.outcome.wall_s = round(time.monotonic() - started, 3)
     if metrics is not None:
         metrics.finish(drill.outcome.end_s or drill.now())  # a drill that never got to finish()

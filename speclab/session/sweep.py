@@ -25,8 +25,9 @@ import aiohttp
 
 from speclab import __version__
 from speclab.metrics.exporter_http import DEFAULT_HOST, MetricsEndpoint, serve_metrics
-from speclab.model.errors import InputError, SpeclabError
+from speclab.model.errors import InputError, SpeclabError, writing
 from speclab.model.exit_codes import ExitCode
+from speclab.model.files import write_text_atomic
 from speclab.model.lab import Lab
 from speclab.model.records import Event
 from speclab.model.snapshot import Snapshot
@@ -343,7 +344,8 @@ class SweepDriver:
         if was_interrupted:
             return None
         report = self.reporter(session, final, False, events)
-        (record / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+        with writing(f"--report {record.parent.parent}", f"the cell's {record.name}/report.json"):
+            write_text_atomic(record / "report.json", json.dumps(report, indent=2, default=str) + "\n")
         exit_info = report.get("exit") or {}
         down = [e for e in session.events if e.kind == "server_down" and e.variant == variant]
         if exit_info.get("code") in FAILED_EXITS:

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from speclab.model.files import write_text_atomic
+
 from .markdown import render_markdown
 from .plots import write_plots
-from .result import SweepResult, sweep_document, write_atomic, write_sweep_json
+from .result import SweepResult, sweep_document, write_sweep_json
 
 
 def write_sweep(directory: Path, result: SweepResult, meta: Mapping[str, Any], *, plots: bool = True) -> list[Path]:
@@ -21,7 +23,7 @@ def write_sweep(directory: Path, result: SweepResult, meta: Mapping[str, Any], *
     path = write_sweep_json(directory, result, meta)
     doc = json.loads(path.read_text())
     md = directory / "sweep.md"
-    write_atomic(md, render_markdown(doc))
+    write_text_atomic(md, render_markdown(doc))
     written = [path, md]
     if plots:
         written += write_plots(directory, result, dict(meta))

@@ -18,6 +18,7 @@ from typing import Any
 from speclab import __version__
 from speclab.model.errors import InputError
 from speclab.model.exit_codes import ExitCode
+from speclab.model.files import write_text_atomic
 from speclab.model.lab import Lab
 
 from .cells import ALL, CellResult
@@ -147,18 +148,11 @@ def sweep_document(result: SweepResult, meta: Mapping[str, Any]) -> dict[str, An
     }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a sibling ``.tmp`` file, so an interrupt leaves the old file whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def write_sweep_json(directory: Path, result: SweepResult, meta: Mapping[str, Any]) -> Path:
     """Write ``sweep.json`` atomically (a Ctrl-C mid-write leaves the previous one whole)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "sweep.json"
-    write_atomic(path, json.dumps(sweep_document(result, meta), indent=2, default=_json_default) + "\n")
+    write_text_atomic(path, json.dumps(sweep_document(result, meta), indent=2, default=_json_default) + "\n")
     return path
 
 
