@@ -12,9 +12,10 @@ from speclab.gates.answered import ServerState
 from speclab.model.names import ErrorKind
 from speclab.servers.manager import RunningServer
 
+from .server_watch import EXIT_WAIT_S
+
 # Errors a dead server leaves; only then is it worth waiting a moment for the exit to be seen.
 _DEATH_SIGNS = frozenset({ErrorKind.CONNECT.value, ErrorKind.TRUNCATED.value})
-EXIT_WAIT_S = 2.0
 
 
 async def server_states(servers: Mapping[str, RunningServer], kinds: Mapping[str, Set[str]]) -> dict[str, ServerState]:

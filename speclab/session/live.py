@@ -335,6 +335,7 @@ class LiveSession:
             # read already on its way, whose samples are taken too).
             async with self._scraping:
                 self._take_samples([await s.scrape(self.http, now) for s in self.scrapers.values()])
+            await self._watcher.settle()  # a server that died: its exit cause is in the final snapshot
             if self.runner is not None:
                 self.aggregator.set_planned(self.runner.issued())
             self.aggregator.finish(now)
@@ -385,6 +386,11 @@ class LiveSession:
 
     def servers(self) -> dict[str, ServerView]:
         return {name: server_view(s) for name, s in self.servers_running.items()}
+
+    @property
+    def servers_down(self) -> dict[str, str]:
+        """Variants whose server stopped serving during the run and never came back, and why."""
+        return dict(self._watcher.down)
 
     @property
     def stopped(self) -> bool:

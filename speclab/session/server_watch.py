@@ -4,12 +4,16 @@ memory per device (vLLM runs on a host with NVML)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 
 from speclab.model.records import Event, ServerSample
 from speclab.model.views import ServerView
 from speclab.servers.manager import RunningServer
 from speclab.servers.memory import GpuMemory, gpu_memory
+from speclab.servers.process import ServerProcess
+
+EXIT_WAIT_S = 2.0  # a server that stopped answering has usually exited by then; its log says why
 
 
 def server_view(server: RunningServer, log_lines: int = 40) -> ServerView:
@@ -22,26 +26,43 @@ def server_view(server: RunningServer, log_lines: int = 40) -> ServerView:
 
 
 class ServerWatcher:
-    """Turns each scrape's ``up`` into ``server_down``/``server_up`` events, once per change.
+    """Turns each scrape's ``up`` into ``server_down``/``server_up`` events, once per change, and a
+    launched server's exit into a ``server_exited`` event with its cause (from its log).
     ``servers`` is read at each change: the session's servers are launched after the watcher exists."""
 
     def __init__(self, servers: Callable[[], Mapping[str, RunningServer]], add_event: Callable[[Event], None]) -> None:
         self._servers = servers
         self._add_event = add_event
-        self._down: set[str] = set()
+        self.down: dict[str, str] = {}  # variant -> why it is not serving now (its exit cause once known)
+        self._causes: set[asyncio.Task[None]] = set()
 
     def watch(self, sample: ServerSample) -> None:
-        if not sample.up and sample.variant not in self._down:
-            self._down.add(sample.variant)
-            server = self._servers().get(sample.variant)
+        variant = sample.variant
+        if not sample.up and variant not in self.down:
+            self.down[variant] = f"stopped answering at t={sample.t:.1f} s (/metrics unreachable: {sample.error})"
+            server = self._servers().get(variant)
             if server is not None and server.status == "ready":
                 server.status = "exited"
-            self._add_event(Event(t=sample.t, kind="server_down", variant=sample.variant,
-                                  message=f"{sample.variant}: /metrics unreachable: {sample.error}"))
-        elif sample.up and sample.variant in self._down:
-            self._down.discard(sample.variant)
-            self._add_event(Event(t=sample.t, kind="server_up", variant=sample.variant,
-                                  message=f"{sample.variant}: answering again"))
+            self._add_event(Event(t=sample.t, kind="server_down", variant=variant,
+                                  message=f"{variant}: /metrics unreachable: {sample.error}"))
+            if server is not None and server._process is not None:
+                task = asyncio.ensure_future(self._exit_cause(variant, server._process, sample.t))
+                self._causes.add(task)
+                task.add_done_callback(self._causes.discard)
+        elif sample.up and variant in self.down:
+            del self.down[variant]
+            self._add_event(Event(t=sample.t, kind="server_up", variant=variant, message=f"{variant}: answering again"))
+
+    async def _exit_cause(self, variant: str, process: ServerProcess, t: float) -> None:
+        cause = await process.exit_cause(timeout=EXIT_WAIT_S)
+        if cause is not None and variant in self.down:
+            self.down[variant] = f"server exited at t={t:.1f} s: {cause}"
+            self._add_event(Event(t=t, kind="server_exited", variant=variant, message=f"{variant}: {cause}"))
+
+    async def settle(self) -> None:
+        """Wait for the exit causes still being read (a few seconds at most), before a final snapshot."""
+        if self._causes:
+            await asyncio.gather(*self._causes, return_exceptions=True)
 
 
 class GpuPeak:

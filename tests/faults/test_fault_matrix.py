@@ -179,6 +179,10 @@ MATRIX: list[Fault] = [
     Fault("a server that crashes", ["accept", "labs/faults/crash.toml", "--engine", "sim", "--stages", "equivalence"],
           ExitCode.EQUIVALENCE, r"^exit 12 \(equivalence\): equivalence: k4 server exited after \d+ answered "
           r"requests \(engine crashed \(exited with code 1\): EngineCore encountered a fatal error"),
+    Fault("a server that crashes during a run", ["run", "smoke", "--lab", "labs/faults/crash.toml", "--engine", "sim",
+                                                 "--variants", "k4", "--rate", "10", "--duration", "8"],
+          ExitCode.SERVER_NOT_READY, r"^exit 3 \(server_not_ready\): k4: server exited at t=[\d.]+ s: engine crashed "
+          r"\(exited with code 1\): EngineCore encountered a fatal error"),
     Fault("HTTP 500 answers", ["accept", "labs/faults/http_500.toml", "--engine", "sim", "--stages", "equivalence"],
           ExitCode.EQUIVALENCE, r"^exit 12 \(equivalence\): equivalence: k4: \d+ of \d+ requests not answered: "
           r"\d+ HTTP 5xx answers \(HTTP 500: Internal server error"),
