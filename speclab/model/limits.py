@@ -51,6 +51,7 @@ MAX_TOP_K: Final = 1_000_000
 MAX_OUTPUT_TOKENS: Final = 262_144  # max_tokens
 MAX_PROMPT_CHARS: Final = 1_000_000  # one prompt, or one message list's total content
 MAX_PROMPTS_FILE_BYTES: Final = 64 * 1024 * 1024
+MAX_CONFIG_FILE_BYTES: Final = 4 * 1024 * 1024  # a scenario, lab or gates TOML file, or a schema_file
 
 # Server settings (vLLM's own limits are looser; these are far beyond any real deployment).
 MAX_SPEC_TOKENS: Final = 64  # k, num_speculative_tokens

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+import stat
 import sys
 import types
 import typing
@@ -24,6 +26,7 @@ import annotated_types as at
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from . import limits as L
 from .errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -46,15 +49,58 @@ def display_path(path: str | Path) -> str:
         return str(p)
 
 
+def read_input(path: str | Path, *, limit: int, what: str) -> str:
+    """The text of an input file, read through one bounded reader; every failure is one InputError line.
+
+    Only a regular file is read: a directory, a device (``/dev/zero``) or a FIFO is refused before
+    a byte is read (opened non-blocking, so a FIFO with no writer cannot hang us). At most
+    ``limit + 1`` bytes are read whatever the file's size claims, so a file that grows or lies
+    cannot exceed ``limit``; ``what`` names the file kind in the message. Newlines are translated
+    as ``Path.read_text`` does.
+    """
+    shown = display_path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(f"{shown}: no such file") from None
+    except OSError as error:
+        raise InputError(f"{shown}: cannot read: {error}") from None
+    too_big = InputError(f"{shown}: larger than {_size(limit)} (the limit for {what}; docs/limits.md)")
+    data = bytearray()
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{shown}: not a regular file")
+        if info.st_size > limit:
+            raise too_big
+        while len(data) <= limit:  # the size may lie (/proc) or grow: read no more than limit + 1
+            chunk = os.read(fd, min(limit + 1 - len(data), 1 << 20))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as error:
+        raise InputError(f"{shown}: cannot read: {error}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise too_big
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{shown}: cannot read: {error}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _size(limit: int) -> str:
+    mib = 1024 * 1024
+    return f"{limit // mib} MiB" if limit >= mib and limit % mib == 0 else f"{limit:,} bytes"
+
+
 def load_toml(path: str | Path) -> dict[str, Any]:
     """Parse a TOML file; a syntax error names the file, line and column."""
     shown = display_path(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{shown}: cannot read: {error}") from None
+    text = read_input(path, limit=L.MAX_CONFIG_FILE_BYTES, what="a scenario, lab or gates file")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -88,19 +134,12 @@ def validate(data: Any, model: type[M], *, source: str, context: dict[str, Any] 
 
 
 def load_jsonl(path: str | Path, model: type[M], *, context: dict[str, Any] | None = None,
-               max_bytes: int | None = None, max_line_chars: int | None = None) -> list[M]:
-    """One model per non-blank line; errors name ``file:LINE``. A file over ``max_bytes`` or a line
-    over ``max_line_chars`` is refused before it is parsed (a 200 MB line would stall the run)."""
+               max_bytes: int = L.MAX_PROMPTS_FILE_BYTES, max_line_chars: int | None = None) -> list[M]:
+    """One model per non-blank line; errors name ``file:LINE``. A file over ``max_bytes`` (prompts
+    and golden sets alike) or a line over ``max_line_chars`` is refused before it is parsed (a 200
+    MB line would stall the run)."""
     shown = display_path(path)
-    try:
-        size = Path(path).stat().st_size
-        if max_bytes is not None and size > max_bytes:
-            raise InputError(f"{shown}: {size:,} bytes; a prompts file may have at most {max_bytes:,}")
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{shown}: cannot read: {error}") from None
+    lines = read_input(path, limit=max_bytes, what="a prompts or golden-set file").splitlines()
     out: list[M] = []
     problems: list[str] = []
     for number, line in enumerate(lines, start=1):

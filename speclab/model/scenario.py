@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from . import limits as L
 from .errors import InputError
 from .gateway import DEFAULT_TENANT_HEADER, HEADER_RE, RESERVED_HEADERS, TENANT_RE
-from .loading import display_path, load_jsonl, load_toml, validate
+from .loading import display_path, load_jsonl, load_toml, read_input, validate
 
 Endpoint = Literal["chat", "completions"]
 Process = Literal["constant", "poisson", "gamma", "concurrency", "ramp", "steps"]
@@ -272,11 +272,10 @@ def _read_json_object(path: Path) -> dict[str, Any]:
     import json
 
     shown = display_path(path)
+    text = read_input(path, limit=L.MAX_CONFIG_FILE_BYTES, what="a schema file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such file") from None
-    except (OSError, ValueError) as error:
+        data = json.loads(text)
+    except ValueError as error:
         raise InputError(f"{shown}: not valid JSON: {error}") from None
     if not isinstance(data, dict):
         raise InputError(f"{shown}: expected a JSON object (a schema)")

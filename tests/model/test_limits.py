@@ -116,5 +116,5 @@ def test_inline_prompts_and_message_lists_have_the_same_limit(tmp_path: Path) ->
 def test_a_prompts_file_over_its_size_limit_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"prompt": "hello"}) + "\n")
-    with pytest.raises(InputError, match=r"p.jsonl: 20 bytes; a prompts file may have at most 10"):
+    with pytest.raises(InputError, match=r"p.jsonl: larger than 10 bytes \(the limit for a prompts or golden-set file; "):
         load_jsonl(path, PromptItem, max_bytes=10)
