@@ -34,6 +34,12 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters (a newline in a ``python -c`` script, an escape
+    sequence) shown escaped, as ``repr`` writes them, so a quoted command cannot split a message."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _owner(pid: int | None) -> str:
     if pid is None:
         return "a process speclab cannot see (another user's)"
@@ -42,7 +48,7 @@ def _owner(pid: int | None) -> str:
         cmd = " ".join(proc.cmdline()[:4]) or proc.name()
     except psutil.Error:
         return f"pid {pid}"
-    return f"pid {pid} ({cmd[:80]})"
+    return f"pid {pid} ({_printable(cmd)[:80]})"
 
 
 def listeners(port: int) -> list[int | None] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -108,28 +109,73 @@ def attach(label: str, url: str, headers: Mapping[str, str] | None = None) -> Ru
                          headers=dict(headers or {}), status="attached", command=f"(attached) {clean}")
 
 
+def _cause(error: BaseException, timeout: float) -> str:
+    """An aiohttp or socket error on one line, naming its cause: a timeout's text is empty
+    (``str(TimeoutError())``), so it is named by the limit that ran out."""
+    if isinstance(error, asyncio.TimeoutError):
+        return f"no answer within {timeout:g} s"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else "null"
+
+
+def _served_models(label: str, url: str, content_type: str, raw: bytes) -> list[str]:
+    """The model ids an OpenAI ``/v1/models`` answer lists (a JSON object with a ``data`` list);
+    ServerNotReadyError, one line naming what came instead, when it is not that."""
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        got = f"with content type {content_type}" if content_type else "without a content type"
+        raise ServerNotReadyError(f"{label}: {url} answered {got}, not JSON")
+    try:
+        body = json.loads(raw)
+    except ValueError as error:  # UnicodeDecodeError too
+        raise ServerNotReadyError(f"{label}: {url} answered invalid JSON ({' '.join(str(error).split())[:120]})") from None
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        if not isinstance(body, dict):
+            found = f"a JSON {_json_type(body)}"
+        else:
+            found = "an object without data" if data is None else f"an object whose data is a {_json_type(data)}"
+        raise ServerNotReadyError(f"{label}: {url} answered {found}, not a JSON object with a data list")
+    return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
+
+
 async def probe_attached(server: RunningServer, timeout: float = 10.0) -> RunningServer:
     """Check ``/health`` and learn the served model from ``/v1/models``; ServerNotReadyError if not up."""
+    url = f"{server.base_url}/health"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), headers=server.headers) as s:
-            async with s.get(f"{server.base_url}/health") as resp:
+            async with s.get(url) as resp:
                 if resp.status != 200:
-                    raise ServerNotReadyError(f"{server.variant}: {server.base_url}/health answered {resp.status}")
-            async with s.get(f"{server.base_url}/v1/models") as resp:
+                    raise ServerNotReadyError(f"{server.variant}: {url} answered {resp.status}")
+            url = f"{server.base_url}/v1/models"
+            async with s.get(url) as resp:
                 if resp.status != 200:
-                    raise ServerNotReadyError(f"{server.variant}: {server.base_url}/v1/models answered {resp.status}")
-                body = await resp.json()
+                    raise ServerNotReadyError(f"{server.variant}: {url} answered {resp.status}")
+                content_type = resp.content_type if resp.headers.get(aiohttp.hdrs.CONTENT_TYPE) else ""
+                raw = await resp.read()
             # An attached simulator is still simulated: it serves its own health series.
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
                 async with s.get(f"{server.base_url}/metrics") as resp:
                     text = await resp.text() if resp.status == 200 else ""
                     server.simulated = any(b.simulated and b.recognises(text) for b in BACKENDS.values())
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
-        raise ServerNotReadyError(f"{server.variant}: cannot reach {server.base_url}: {error or type(error).__name__}") from None
-    models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+    except asyncio.TimeoutError as error:  # first: aiohttp's timeout errors are ClientErrors too
+        raise ServerNotReadyError(f"{server.variant}: {url}: {_cause(error, timeout)}") from None
+    except (aiohttp.ClientError, OSError) as error:
+        raise ServerNotReadyError(f"{server.variant}: cannot reach {server.base_url}: {_cause(error, timeout)}") from None
+    models = _served_models(server.variant, url, content_type, raw)
     if not models:
-        raise ServerNotReadyError(f"{server.variant}: {server.base_url}/v1/models lists no model")
-    server.model_name = str(models[0])
+        raise ServerNotReadyError(f"{server.variant}: {url} lists no model")
+    server.model_name = models[0]
     return server
 
 

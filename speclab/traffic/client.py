@@ -35,6 +35,7 @@ from .sse import DONE, MalformedStream, SSEParser
 
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+EVENT_STREAM = "text/event-stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +172,8 @@ async def run_request(
             rec.backend = resp.headers.get(BACKEND_HEADER)
             if resp.status != 200:
                 raise _StreamError(_status_kind(resp.status), await _error_text(resp))
+            if resp.content_type != EVENT_STREAM:  # once per response: a JSON body is no truncated stream
+                raise _StreamError(ErrorKind.MALFORMED_STREAM, await _not_a_stream(resp))
             await state.consume(resp)
         if rec.finish_reason == "abort":  # vLLM ended it (shutdown, an engine abort): cut, though the stream closed cleanly
             raise _StreamError(ErrorKind.TRUNCATED, 'the server aborted the request (finish_reason "abort")')
@@ -219,6 +222,20 @@ async def _error_text(resp: aiohttp.ClientResponse) -> str:
         text = ""
     first = text.strip().splitlines()[0][:200] if text.strip() else (resp.reason or "")
     return f"HTTP {resp.status}: {first}"
+
+
+async def _not_a_stream(resp: aiohttp.ClientResponse) -> str:
+    """A 200 that is not ``text/event-stream`` (a server or proxy that ignored ``"stream": true``):
+    its content type, and the error message it carries, if it is a JSON error."""
+    kind = resp.content_type if resp.headers.get(aiohttp.hdrs.CONTENT_TYPE) else "no content type"
+    message = f"the server answered {kind}, not an event stream ({EVENT_STREAM})"
+    error: Any = None
+    with contextlib.suppress(Exception):
+        error = json.loads(await asyncio.wait_for(resp.content.read(2048), 2.0)).get("error")
+    if isinstance(error, dict):
+        error = error.get("message", error)
+    detail = " ".join(str(error).split())[:200] if error else ""
+    return f"{message}: {detail}" if detail else message
 
 
 class _Stream:
