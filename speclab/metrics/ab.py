@@ -58,15 +58,8 @@ class _Window:
     def take(self, index: int, start_s: float, end_s: float, cells: Mapping[Key, CellParts],
              pool: HistogramPool) -> None:
         """Add one closed interval (either end of the window) for both sides."""
-        for (variant, epoch, prompt_class), (counts, hists) in cells.items():
-            if variant == self.variant and epoch == self.epoch:
-                side = self.own
-            elif variant == self.baseline and epoch == self.baseline_epoch:
-                side = self.base
-            else:
-                continue
-            cell = side.setdefault(prompt_class, Cell())
-            cell.merge(counts, _decoded(hists), pool, AB_METRICS)
+        for key, (counts, hists) in cells.items():
+            self.add(key, counts, hists, pool)
         if self.lo is None or self.hi is None:
             self.lo = self.hi = index
             self.start_s, self.end_s = start_s, end_s
@@ -75,6 +68,19 @@ class _Window:
         else:
             self.lo, self.start_s = index, start_s
         self.seconds += end_s - start_s
+
+    def add(self, key: Key, counts: Counts, hists: Mapping[str, LatencyHistogram | EncodedHistogram],
+            pool: HistogramPool) -> bool:
+        """Merge one cell into the side it belongs to; False when it is neither side's."""
+        variant, epoch, prompt_class = key
+        if variant == self.variant and epoch == self.epoch:
+            side = self.own
+        elif variant == self.baseline and epoch == self.baseline_epoch:
+            side = self.base
+        else:
+            return False
+        side.setdefault(prompt_class, Cell()).merge(counts, _decoded(hists), pool, AB_METRICS)
+        return True
 
     def release(self, pool: HistogramPool) -> None:
         for cell in [*self.own.values(), *self.base.values()]:
@@ -114,6 +120,15 @@ class ABTracker:
                 continue
             self._grow_current(variant, baseline, index, start_s, end_s, live)
             self._grow_previous(variant, baseline, stored)
+
+    def add_late(self, index: int, key: Key, counts: Counts, hists: Mapping[str, LatencyHistogram]) -> None:
+        """A record that finished in interval ``index`` but arrived after it closed (a stall is given up
+        on long after its last chunk): counted in every window that already took that interval."""
+        for windows in (self._current, self._previous):
+            for variant, window in windows.items():
+                inside = window.lo is not None and window.hi is not None and window.lo <= index <= window.hi
+                if inside and window.add(key, counts, hists, self._pool):
+                    self._views.pop(variant, None)
 
     def _grow_current(self, variant: str, baseline: str, index: int, start_s: float, end_s: float,
                       live: Mapping[Key, CellParts]) -> None:

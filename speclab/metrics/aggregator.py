@@ -258,6 +258,10 @@ class Aggregator:
         self.late_records += 1
         if not record.warmup:
             self._store.add_late(index, key, record, self._pool)
+            cell = Cell()
+            cell.add_record(record, self._pool)
+            self._ab.add_late(index, key, cell.counts, cell.hists)
+            cell.release(self._pool)
 
     # ---- outputs ------------------------------------------------------------------------------
     def snapshot(self, now: float, *, paused: bool = False, finished: bool = False) -> Snapshot:
