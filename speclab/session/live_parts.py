@@ -130,6 +130,10 @@ def arrival_facts(options: RunOptions, plan: Plan) -> dict[str, Any]:
     facts: dict[str, Any] = {"mode": plan.mode, "process": plan.process,
                              "variants": "sequential" if options.sequential else "concurrent"}
     facts.update(plan.overrides)
+    if plan.mode == "open" and len(plan.segments) == 1 and not plan.segments[0].slope:
+        facts.setdefault("rate", plan.segments[0].rate)  # a steady rate: the app's rate dialog starts from it
+    if plan.mode == "closed" and len(plan.concurrency_steps) == 1:
+        facts.setdefault("concurrency", plan.concurrency_steps[0][1])
     if plan.duration_s is not None:
         facts["duration_s"] = plan.duration_s
     if plan.requests is not None:

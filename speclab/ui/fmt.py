@@ -17,6 +17,22 @@ def us(value: float | None, sep: str = " ") -> str:
     return f"{value / 1_000_000:.2f}{sep}s"
 
 
+def us_short(value: float | None) -> str:
+    """A latency in at most five characters, unit included and no space (``850µs``, ``4.2ms``,
+    ``42ms``, ``1.2s``, ``12s``): for a line too narrow for ``us``; a number is rounded, never cut."""
+    if value is None:
+        return NO_DATA
+    if value < 999.5:
+        return f"{value:.0f}µs"
+    ms = value / 1_000
+    if ms < 9.95:
+        return f"{ms:.1f}ms"
+    if ms < 999.5:
+        return f"{ms:.0f}ms"
+    s = value / 1_000_000
+    return f"{s:.1f}s" if s < 9.95 else f"{s:.0f}s"
+
+
 def pct(value: float | None, digits: int = 1) -> str:
     return NO_DATA if value is None else f"{value * 100:.{digits}f}%"
 

@@ -75,13 +75,24 @@ async def test_rate_dialog_sets_rate_and_rejects_bad_input() -> None:
         await pilot.press("0", "enter")
         await pilot.pause()
         assert isinstance(app.screen, NumberDialog), "a rate of 0 must not be applied"
-        assert "at least" in str(app.screen.query_one("#error", Static).render())
+        assert "greater than 0 and at most 10000" in str(app.screen.query_one("#error", Static).render())
+        app.screen.query_one("#value", Input).value = "10001"  # --rate's range: refused in the dialog
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NumberDialog) and source.calls == []
         app.screen.query_one("#value", Input).value = ""
         await pilot.press("1", "2", ".", "5", "enter")
         await controls_done(pilot, app)
         await pilot.pause()
         assert isinstance(app.screen, LabScreen)
         assert source.calls == [("set_rate", (12.5,))]
+        assert "rate 12.5" in render_status(lab(app).status).plain  # the status line says the rate offered now
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, NumberDialog)
+        assert app.screen.query_one("#value", Input).value == "12.5"  # ... and the dialog starts from it
+        await pilot.press("escape")
+        await controls_done(pilot, app)
 
 
 async def test_rate_dialog_escape_changes_nothing() -> None:

@@ -151,3 +151,19 @@ async def test_relaunch_dialog_explains_a_bad_schedule_or_a_missing_synthetic_le
         await pilot.press("escape")
         await controls_done(pilot, app)
         assert source.calls == []
+
+
+async def test_relaunch_buttons_stay_in_view_at_80x24() -> None:
+    """A short terminal packs the form's rows: Review and Cancel are on screen without scrolling."""
+    source = FakeSource()
+    app = create_app(source, source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        dialog = await open_relaunch(pilot, app, source)
+        await pilot.pause()
+        box = dialog.query_one(".dialog")
+        for button in ("#review", "#cancel"):
+            region = dialog.query_one(button).region  # where it would be drawn; the box clips what is past it
+            assert box.scroll_offset.y == 0 and region.bottom <= box.content_region.bottom, \
+                f"{button} is below the fold: {region} in {box.content_region}"
+        await pilot.press("escape")
+        await controls_done(pilot, app)

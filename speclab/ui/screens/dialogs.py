@@ -10,19 +10,25 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from speclab.model.errors import InputError
+from speclab.model.limits import check_option
+
 
 class NumberDialog(ModalScreen[float | None]):
     """Ask for one number; dismisses with it, or ``None`` on cancel. Bad input stays in the dialog."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, prompt: str, value: float | None, *, integer: bool, minimum: float) -> None:
+    def __init__(self, title: str, prompt: str, value: float | None, *, integer: bool, low: float, high: float,
+                 low_open: bool = False) -> None:
+        """The value must lie in [low, high] ((low, high] with ``low_open``): the range the command line
+        takes for the same option, checked by the same ``check_option`` (its message, in the dialog)."""
         super().__init__()
         self.title_text = title
         self.prompt = prompt
         self.initial = value
         self.integer = integer
-        self.minimum = minimum
+        self.range = (low, high, low_open)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -44,8 +50,11 @@ class NumberDialog(ModalScreen[float | None]):
         except ValueError:
             self.query_one("#error", Static).update(f"enter {'a whole number' if self.integer else 'a number'}")
             return None
-        if value < self.minimum:
-            self.query_one("#error", Static).update(f"must be at least {self.minimum:g}")
+        low, high, low_open = self.range
+        try:
+            check_option(self.title_text.lower(), value, low, high, low_open=low_open)
+        except InputError as error:
+            self.query_one("#error", Static).update(str(error))
             return None
         return value
 

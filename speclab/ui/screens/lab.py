@@ -9,7 +9,7 @@ only the tab that is showing.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from textual import work
@@ -156,6 +156,7 @@ class LabScreen(Screen[None]):
         if not self.is_attached:
             return
         self.status.snapshot = self.state.latest
+        self.status.servers = self.source.servers()  # a server that exited is said on every tab
         self.status.variant = self.view.variant
         self.status.prompt_class = self.view.prompt_class
         self.status.corrected = self.view.corrected
@@ -371,27 +372,32 @@ class LabScreen(Screen[None]):
     async def action_set_rate(self) -> None:
         if self.controls is None:
             return
-        current = self.source.info.arrival.get("rate")
         rate = await self.app.push_screen_wait(
             NumberDialog("Arrival rate", "requests per second (open loop), applied live"
-                         + (" (modelled time)" if self.source.info.time_scale != 1.0 else ""), current,
-                         integer=False, minimum=0.01)
+                         + (" (modelled time)" if self.source.info.time_scale != 1.0 else ""),
+                         self.status.info.arrival.get("rate"), integer=False, low=0, high=L.MAX_RATE, low_open=True)
         )
-        if rate is not None:
-            await self._call("set_rate", self.controls.set_rate(rate), f"rate → {rate:g} req/s")
+        if rate is not None and await self._call("set_rate", self.controls.set_rate(rate), f"rate → {rate:g} req/s"):
+            self._offered("rate", rate)
 
     @work(group="controls", exclusive=True)
     async def action_set_concurrency(self) -> None:
         if self.controls is None:
             return
-        current = self.source.info.arrival.get("concurrency")
         value = await self.app.push_screen_wait(
-            NumberDialog("Concurrency", "requests in flight (closed loop), applied live", current,
-                         integer=True, minimum=1)
+            NumberDialog("Concurrency", "requests in flight (closed loop), applied live",
+                         self.status.info.arrival.get("concurrency"), integer=True, low=1, high=L.MAX_CONCURRENCY)
         )
         if value is not None:
             n = int(value)
-            await self._call("set_concurrency", self.controls.set_concurrency(n), f"concurrency → {n}")
+            if await self._call("set_concurrency", self.controls.set_concurrency(n), f"concurrency → {n}"):
+                self._offered("concurrency", n)
+
+    def _offered(self, key: str, value: float) -> None:
+        """The load now offered, in the status line and as the dialog's next starting value."""
+        info = self.status.info
+        self.status.info = replace(info, arrival={**info.arrival, key: value})
+        self.refresh_view()
 
     @work(group="controls", exclusive=True)
     async def action_relaunch(self) -> None:

@@ -76,6 +76,7 @@ def _show(value: Any) -> str:
 
 class RelaunchDialog(ModalScreen[dict[str, Any] | None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 (Textual declares it unannotated)
 
     def __init__(self, variant: str, settings: Mapping[str, Any], *, speculative: bool) -> None:
         super().__init__()

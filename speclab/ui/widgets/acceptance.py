@@ -33,6 +33,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def no_counts(stats: ClassStats) -> str:
+    """Why a row has no acceptance counts: no request finished in it (a speculative variant whose
+    server is down, a class not sent yet), or its requests drafted nothing (the baseline)."""
+    return "no requests" if stats.requests == 0 else "no speculation"
+
+
 def acceptance_cells(stats: ClassStats) -> tuple[str | Text, ...]:
     acc = stats.acceptance
     spec = bool(acc.steps)
@@ -41,7 +47,7 @@ def acceptance_cells(stats: ClassStats) -> tuple[str | Text, ...]:
     structured = fmt.NO_DATA
     if stats.structured_total:
         structured = f"{fmt.pct(stats.structured_failure_rate)} ({stats.structured_failed}/{stats.structured_total})"
-    source = acc.source if spec else "no speculation"
+    source = acc.source if spec else no_counts(stats)
     return (
         str(stats.requests),
         fmt.num(acc.acceptance_length),

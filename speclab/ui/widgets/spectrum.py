@@ -3,7 +3,8 @@
 The x position of percentile p is -log10(1 - p/100), so 0, 90, 99, 99.9 and 99.99 are evenly
 spaced and the tail gets as much room as the body; "max" sits one decade past 99.99. Curves are
 drawn as steps with box characters; variants are overlaid in one panel or drawn side by side with a
-shared y scale so their heights compare directly.
+shared y scale so their heights compare directly. The numbers line above the plot fits its width by
+shortening labels and rounding values, never by cutting a number (``header_segments``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from speclab.ui import fmt
 
 Layout = Literal["single", "overlay", "split"]
 LAYOUTS: tuple[Layout, ...] = ("overlay", "split", "single")
+LABEL_W = 8  # the y axis's labels and tick column
 
 
 def nines(percentile: float) -> float:
@@ -129,22 +131,23 @@ def _x_axis(canvas: _Canvas, x0: int, width: int, y: int, dim: Style) -> None:
 
 def render_spectrum(curves: list[Curve], width: int, height: int, layout: Layout) -> Text:
     """The whole chart as text: a numbers line, the plot with a y axis, and the nines axis."""
-    curves = [c for c in curves if len(c.values) == len(PERCENTILE_POINTS)]
+    curves = _shown(curves, layout)
     if not curves:
         return Text("no requests yet", style="dim")
-    if layout == "single":
-        curves = [c for c in curves if c.emphasis] or curves[:1]
-    label_w = 8
+    label_w = LABEL_W
     rows = height - 2
     plot_w = width - label_w
     canvas = _Canvas(width, max(1, height))
     dim = Style(dim=True)
-    _numbers_line(canvas, curves, layout, label_w, plot_w)
+    for x, text, style in header_segments(curves, layout, width, label_w):
+        canvas.text(x, 0, text, style)
     if rows < 2 or plot_w < 12:
         return canvas.render()
     ymax = nice_ceiling(max(max(c.values) for c in curves))
-    for r, label in ((0, fmt.us(ymax)), (rows // 2, fmt.us(ymax / 2)), (rows - 1, "0")):
-        canvas.text(0, 1 + r, label.rjust(label_w - 1)[: label_w - 1], dim)
+    for r, tick in ((0, ymax), (rows // 2, ymax / 2)):
+        label = fmt.us(tick)
+        canvas.text(0, 1 + r, (label if len(label) < label_w else fmt.us_short(tick)).rjust(label_w - 1), dim)
+    canvas.text(0, rows, "0".rjust(label_w - 1), dim)
     for r in range(rows):
         canvas.put(label_w - 1, 1 + r, "┤" if r in (0, rows // 2, rows - 1) else "│", dim)
     canvas.put(label_w - 1, 1 + rows, "└", dim)
@@ -173,26 +176,122 @@ def _blit(dst: _Canvas, src: _Canvas, x0: int, y0: int) -> None:
                 dst.put(x0 + x, y0 + y, ch, style)
 
 
-def _numbers_line(canvas: _Canvas, curves: list[Curve], layout: Layout, label_w: int, plot_w: int) -> None:
+Segment = tuple[int, str, Style]  # (column, text, style) of the numbers line
+
+
+def short_label(name: str) -> str:
+    """A variant's label without its settings suffix: ``k4·2 (k=6)`` -> ``k4·2``."""
+    head, paren, _ = name.partition(" (")
+    return head if paren and head else name
+
+
+def _clip(name: str, width: int) -> str:
+    """``name`` in at most ``width`` columns, an ellipsis marking a cut; empty below two columns."""
+    if len(name) <= width:
+        return name
+    return name[: width - 1] + "…" if width >= 2 else ""
+
+
+def _p99_texts(curve: Curve) -> tuple[str, str]:
+    value = curve.values[PERCENTILE_POINTS.index(99.0)]
+    return fmt.us(value, ""), fmt.us_short(value)
+
+
+# How a label and its value are shortened, in order: (settings suffix dropped, value rounded,
+# label cut to at most this many columns: None for whole, 0 for no label).
+Shortening = tuple[bool, bool, int | None]
+
+
+def _shortenings(longest: int) -> list[Shortening]:
+    """Whole; without the settings suffix; value rounded; label cut to ``longest - 1`` .. 2 columns; no label."""
+    return [(False, False, None), (True, False, None), (True, True, None),
+            *((True, True, n) for n in range(longest - 1, 1, -1)), (True, True, 0)]
+
+
+def _label_text(curve: Curve, how: Shortening) -> str:
+    short, rounded, cap = how
+    name = short_label(curve.name) if short else curve.name
+    if cap is not None:
+        name = _clip(name, cap)
+    value = _p99_texts(curve)[1 if rounded else 0]
+    return f"{name} {value}" if name else value
+
+
+def _shown(curves: list[Curve], layout: Layout) -> list[Curve]:
+    curves = [c for c in curves if len(c.values) == len(PERCENTILE_POINTS)]
+    if layout == "single":
+        curves = [c for c in curves if c.emphasis] or curves[:1]
+    return curves
+
+
+def header_segments(curves: list[Curve], layout: Layout, width: int, label_w: int = LABEL_W) -> list[Segment]:
+    """The numbers line above the plot, fitted to ``width`` columns: labels are shortened (settings
+    suffix dropped, then abbreviated, then left out) and values rounded (``42.0ms`` -> ``42ms``)
+    before anything is left out, and a number is only ever shown whole, digits and unit."""
+    curves = _shown(curves, layout)
+    if not curves:
+        return []
     if len(curves) == 1:
-        values = curves[0].values
-        parts = [f"{fmt.percentile_label(p)} {fmt.us(values[PERCENTILE_POINTS.index(p)], '')}" for p in (50.0, 99.0, 99.9, 100.0)]
-        canvas.text(0, 0, "  ".join(parts), Style(color=curves[0].color))
-        return
+        return _single_segments(curves[0], width)
     if layout == "split":
-        panel = (plot_w - (len(curves) - 1)) // len(curves)
-        canvas.text(0, 0, "p99", Style(dim=True))
-        for i, curve in enumerate(curves):
-            label = f"{curve.name} {fmt.us(curve.values[PERCENTILE_POINTS.index(99.0)], '')}"
-            canvas.text(label_w + i * (panel + 1), 0, label[:panel], Style(color=curve.color, bold=curve.emphasis))
-        return
-    x = 0
-    canvas.text(x, 0, "p99 ", Style(dim=True))
-    x += 4
-    for curve in curves:
-        label = f"{curve.name} {fmt.us(curve.values[PERCENTILE_POINTS.index(99.0)], '')} "
-        canvas.text(x, 0, label, Style(color=curve.color, bold=curve.emphasis))
-        x += len(label)
+        split = _split_segments(curves, width, label_w)
+        if split is not None:
+            return split
+    return _flow_segments(curves, width)
+
+
+def _single_segments(curve: Curve, width: int) -> list[Segment]:
+    """``p50 … p99 … p99.9 … max …`` of one curve; values rounded, then spaces, then points from the right."""
+    points = [(fmt.percentile_label(p), curve.values[PERCENTILE_POINTS.index(p)]) for p in (50.0, 99.0, 99.9, 100.0)]
+    for keep in range(len(points), 0, -1):
+        for value in (lambda v: fmt.us(v, ""), fmt.us_short):
+            for sep in ("  ", " "):
+                line = sep.join(f"{label} {value(v)}" for label, v in points[:keep])
+                if len(line) <= width:
+                    return [(0, line, Style(color=curve.color))]
+    return []
+
+
+def _split_segments(curves: list[Curve], width: int, label_w: int) -> list[Segment] | None:
+    """One label over each panel, each fitted to its panel; None when a panel is too narrow for a value."""
+    panel = (width - label_w - (len(curves) - 1)) // len(curves)
+    out: list[Segment] = [(0, "p99"[: label_w - 1], Style(dim=True))] if label_w > 1 else []
+    for i, curve in enumerate(curves):
+        texts = (_label_text(curve, how) for how in _shortenings(len(short_label(curve.name))))
+        fits = next((text for text in texts if len(text) <= panel), None)
+        if fits is None:
+            return None
+        out.append((label_w + i * (panel + 1), fits, Style(color=curve.color, bold=curve.emphasis)))
+    return out
+
+
+def _flow_segments(curves: list[Curve], width: int) -> list[Segment]:
+    """``p99`` then every variant's label and value in a row, all shortened alike until they fit; at
+    the narrowest the metric's name goes, then whole variants from the right."""
+    longest = max(len(short_label(c.name)) for c in curves)
+    tries: list[tuple[Shortening, str, str]] = [(how, " ", "p99 ") for how in _shortenings(longest)]
+    tries.append(((True, True, 0), " ", ""))
+    for keep in range(len(curves), 0, -1):
+        for how, sep, prefix in tries:
+            texts = [_label_text(curve, how) for curve in curves[:keep]]
+            if len(prefix) + len(sep.join(texts)) <= width:
+                out: list[Segment] = [(0, prefix.rstrip(), Style(dim=True))] if prefix else []
+                x = len(prefix)
+                for curve, text in zip(curves, texts, strict=False):
+                    out.append((x, text, Style(color=curve.color, bold=curve.emphasis)))
+                    x += len(text) + len(sep)
+                return out
+    return []
+
+
+def numbers_line(curves: list[Curve], layout: Layout, width: int, label_w: int = LABEL_W) -> Text:
+    """The numbers line as one line of text of at most ``width`` columns."""
+    canvas = _Canvas(max(0, width), 1)
+    for x, text, style in header_segments(curves, layout, width, label_w):
+        canvas.text(x, 0, text, style)
+    line = canvas.render()
+    line.rstrip()
+    return line
 
 
 class SpectrumChart(Widget):

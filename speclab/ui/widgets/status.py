@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
 from speclab.model.snapshot import Snapshot
-from speclab.session.api import SessionInfo
+from speclab.session.api import ServerView, SessionInfo
+
+# A server that was launched and is not serving: said on the status line while the run is live.
+DOWN_STATUSES = ("exited", "stopped")
+# Downtime the session chose: the server is (re)starting, which the Servers tab and the A/B title say.
+PLANNED_STATUSES = ("starting", "relaunching")
 
 
 @dataclass(slots=True)
@@ -22,6 +28,27 @@ class StatusLine:
     controls: str = "live"  # "live" or why controls are off
     error: str = ""
     ended: bool = False
+    servers: Mapping[str, ServerView] = field(default_factory=dict)  # the source's views, set on refresh
+
+
+def servers_down(s: StatusLine) -> list[str]:
+    """``k4 server exited`` for each variant whose server is not serving while the run is live: its
+    session view says so (exited, or stopped before the run ended), or else its latest /metrics
+    scrape found it down; a server being started or relaunched is not news here."""
+    snap = s.snapshot
+    if snap is None:
+        return []
+    live = not (snap.finished or s.ended or s.info.replay)
+    out: list[str] = []
+    for variant in s.info.variants:
+        view = s.servers.get(variant)
+        status = view.status if view is not None else ""
+        sample = snap.servers.get(variant)
+        if status.startswith("exited") or (live and status in DOWN_STATUSES):
+            out.append(f"{variant} server {status}")
+        elif sample is not None and not sample.up and not snap.finished and status not in PLANNED_STATUSES:
+            out.append(f"{variant} server down")
+    return out
 
 
 def render_status(s: StatusLine, width: int = 0) -> Text:
@@ -60,6 +87,10 @@ def render_status(s: StatusLine, width: int = 0) -> Text:
     out.append(" │ ")
     if s.error:
         out.append(f"{s.error} ", style="bold red")
+    down = servers_down(s)
+    if down:
+        out.append(" " + ", ".join(down) + " ", style="bold white on red")
+        out.append(" ")
     if snap is not None:
         health = snap.health
         if health.saturated:
