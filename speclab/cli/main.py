@@ -14,6 +14,7 @@ from .base import DefaultGroup, _guard
 from .drill import drill
 from .gateway import gateway
 from .options import attach_options, cluster_options, engine_option, run_options, time_scale_option
+from .stdout_pipe import protect_stdout
 from .sweep import sweep
 
 
@@ -148,6 +149,7 @@ cli.add_command(sweep)
 
 
 def main() -> None:
+    protect_stdout()  # before any command binds sys.stdout: a reader that goes away stops no run
     cli(prog_name="speclab")
 
 
