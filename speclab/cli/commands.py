@@ -228,6 +228,9 @@ def run_compare(a: str, b: str, report_dir: Path | None) -> int:
 
     pa, pb = resolve(a, "recordings"), resolve(b, "recordings")
     ra, rb = Recording.open(pa), Recording.open(pb)
+    for name, rec in ((a, ra), (b, rb)):  # as replay says them: a cut recording is no silent zero
+        for warning in rec.warnings:
+            click.echo(f"warning: {name}: {warning}", err=True)
     if Path(pa).resolve() == Path(pb).resolve():
         click.echo(f"warning: {a} and {b} are the same recording; every difference below is zero", err=True)
     result = compare_recordings(ra, rb)

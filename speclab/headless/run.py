@@ -51,6 +51,10 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     behind = simulator_behind(session)
     if behind:
         return ExitCode.MEASUREMENT_INVALID, behind
+    if tally.measured_failed:  # some failed, not all: exit 0 as documented, the failures said
+        kinds = ", ".join(sorted(tally.error_kinds))
+        return (ExitCode.OK, f"ok, but {tally.measured_failed} of {tally.measured} requests failed ({kinds})"
+                + (f": {tally.first_error}" if tally.first_error else ""))
     return ExitCode.OK, "ok"
 
 

@@ -102,6 +102,13 @@ def test_the_report_keeps_the_client_s_own_saturated_intervals_apart_from_those_
     assert "numbers from 2, 3 describe the client" in md
 
 
+def test_some_failed_requests_are_exit_0_and_said() -> None:
+    records = [_record(i, t=0.1 * i) for i in range(8)] + [_record(8, error="http_5xx", t=0.9)]
+    records[-1].error_message = "HTTP 500: Internal boom"
+    code, reason = judge(_session(records), _final(records, 1.0), interrupted=False)
+    assert code == ExitCode.OK and reason == "ok, but 1 of 9 requests failed (http_5xx): HTTP 500: Internal boom"
+
+
 def test_interrupted_wins_and_ok_otherwise() -> None:
     records = [_record(i, t=float(i)) for i in range(3)]
     assert judge(_session(records), _final(records, 3.0), interrupted=True)[0] == ExitCode.INTERRUPTED

@@ -67,3 +67,19 @@ def test_a_comparison_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Pa
     assert proc.stderr.splitlines() == ["warning: sample and sample are the same recording; every difference below is zero",
                                         f"speclab: error: --report {where}: cannot write the comparison: "
                                         + ("No such file or directory" if where.startswith("/proc") else "Not a directory")]
+
+
+def test_compare_says_what_is_missing_from_a_recording_as_replay_does(tmp_path: Path) -> None:
+    import shutil
+
+    from click.testing import CliRunner
+
+    from speclab.cli.main import cli
+    from speclab.model.paths import resolve
+
+    cut = tmp_path / "cut"
+    shutil.copytree(resolve("sample", "recordings"), cut)
+    (cut / "requests.jsonl").write_text("")
+    result = CliRunner().invoke(cli, ["compare", "sample", str(cut), "--report", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {cut}: " in result.stderr and "record(s) are missing" in result.stderr
