@@ -71,8 +71,10 @@ def run(scenario: str, **opts: Any) -> None:
 @click.option("--profile", type=click.Choice(["quick", "release"]), default="quick", show_default=True)
 @click.option("--stages", default=None, help="comma-separated subset of stages")
 @click.option("--keep-going", is_flag=True, help="run every stage even after a failure")
-@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None)
-@click.option("--record", "record_path", type=click.Path(path_type=Path), default=None)
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
+              help="directory for report.json, report.md and junit.xml")
+@click.option("--record", "record_path", type=click.Path(path_type=Path), default=None,
+              help="record the canary stage's run here (a directory; the other stages are not recorded)")
 @engine_option()
 @click.option("--force", is_flag=True, help="run an unpaired or misaligned pair anyway (said in the report)")
 @click.option("--seed", type=int, default=None)

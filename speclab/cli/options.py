@@ -54,8 +54,10 @@ def run_options(fn: F) -> F:
     options = [
         click.option("--lab", "lab_name_opt", default=None, help="lab file or bundled lab name"),
         engine_option(),
-        click.option("--record", "record_path", type=click.Path(path_type=Path), default=None),
-        click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None),
+        click.option("--record", "record_path", type=click.Path(path_type=Path), default=None,
+                     help="record the run here (a directory; replay it with `speclab replay`)"),
+        click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
+                     help="directory for report.json and report.md"),
         click.option("--duration", type=float, default=None, help="seconds of traffic"),
         click.option("--requests", type=int, default=None, help="number of requests"),
         click.option("--rate", type=float, default=None, help="open-loop requests/s"),
