@@ -52,8 +52,8 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
     if behind:
         return ExitCode.MEASUREMENT_INVALID, behind
     if tally.measured_failed:  # some failed, not all: exit 0 as documented, the failures said
-        kinds = ", ".join(sorted(tally.error_kinds))
-        return (ExitCode.OK, f"ok, but {tally.measured_failed} of {tally.measured} requests failed ({kinds})"
+        return (ExitCode.OK, f"ok, but {tally.measured_failed} of {tally.measured} requests failed "
+                f"({', '.join(sorted(tally.error_kinds))})"
                 + (f": {tally.first_error}" if tally.first_error else ""))
     return ExitCode.OK, "ok"
 

@@ -240,18 +240,23 @@ async def test_a_sigint_stops_the_source_and_returns_130() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler went with the app
 
 
+async def assert_traffic_keys_off(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> None:
+    """Space, r, n and e are disabled, and pressing them opens nothing and calls nothing."""
+    for action in ("toggle_pause", "set_rate", "set_concurrency", "relaunch"):
+        assert lab(app).check_action(action, ()) is None
+    await pilot.press("space", "r", "n", "e")
+    await pilot.pause()
+    assert isinstance(app.screen, LabScreen)
+    assert source.calls == []
+
+
 async def test_without_controls_the_traffic_keys_are_disabled_and_say_why() -> None:
     source = FakeSource(replay=True)
     app = create_app(source)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app, source)
         screen = lab(app)
-        for action in ("toggle_pause", "set_rate", "set_concurrency", "relaunch"):
-            assert screen.check_action(action, ()) is None
-        await pilot.press("space", "r", "n", "e")
-        await pilot.pause()
-        assert isinstance(app.screen, LabScreen)
-        assert source.calls == []
+        await assert_traffic_keys_off(pilot, app, source)
         assert f"controls off: {NO_CONTROLS}" in render_status(screen.status).plain
         why = {row[0]: row[2] for row in screen.help_rows()}
         assert why["r"] == NO_CONTROLS and why["c"] == ""
@@ -280,12 +285,7 @@ async def test_after_the_run_ends_the_traffic_keys_are_disabled_and_say_why() ->
                 break
             await pilot.pause(0.01)
         assert screen.run_ended
-        for action in ("toggle_pause", "set_rate", "set_concurrency", "relaunch"):
-            assert screen.check_action(action, ()) is None
-        await pilot.press("space", "r", "n", "e")
-        await pilot.pause()
-        assert isinstance(app.screen, LabScreen)
-        assert source.calls == []
+        await assert_traffic_keys_off(pilot, app, source)
         assert {row[0]: row[2] for row in screen.help_rows()}["r"] == RUN_ENDED
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Change arrival rate" not in titles and "Show keys" in titles
