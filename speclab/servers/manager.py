@@ -149,6 +149,9 @@ def _served_models(label: str, url: str, content_type: str, raw: bytes) -> list[
     return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
 
 
+METRICS_PROBE_S = 3.0  # is an attached server a simulator? A /metrics that hangs is read later, not waited on here
+
+
 async def probe_attached(server: RunningServer, timeout: float = 10.0) -> RunningServer:
     """Check ``/health`` and learn the served model from ``/v1/models``; ServerNotReadyError if not up."""
     url = f"{server.base_url}/health"
@@ -165,7 +168,7 @@ async def probe_attached(server: RunningServer, timeout: float = 10.0) -> Runnin
                 raw = await resp.read()
             # An attached simulator is still simulated: it serves its own health series.
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                async with s.get(f"{server.base_url}/metrics") as resp:
+                async with s.get(f"{server.base_url}/metrics", timeout=aiohttp.ClientTimeout(total=METRICS_PROBE_S)) as resp:
                     text = await resp.text() if resp.status == 200 else ""
                     server.simulated = any(b.simulated and b.recognises(text) for b in BACKENDS.values())
     except asyncio.TimeoutError as error:  # first: aiohttp's timeout errors are ClientErrors too

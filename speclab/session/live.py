@@ -167,7 +167,8 @@ class LiveSession:
             self.aggregator.launch(name, dict(server.settings), baseline=server.baseline)
             self.scrapers[name] = self.make.scraper(server.base_url, name, headers=server.headers,
                                                  names=server.backend.prometheus)
-            await self.scrapers[name].scrape(self.http, self.now())  # baseline: deltas start here
+        # baseline reads, all at once (a /metrics that hangs costs its timeout once): deltas start here
+        await asyncio.gather(*(s.scrape(self.http, self.now()) for s in self.scrapers.values()))
         targets = {name: target_for(s, 1) for name, s in self.servers_running.items()}
         self.runner = self.make.traffic(wall_plan(self.plan, self.time_scale.s), targets, cluster=self.options.cluster,
                                         workers=self.options.workers, sequential=self.options.sequential,
@@ -389,8 +390,9 @@ class LiveSession:
 
     @property
     def servers_down(self) -> dict[str, str]:
-        """Variants whose server stopped serving during the run and never came back, and why."""
-        return dict(self._watcher.down)
+        """Launched variants whose server exited during the run (and was not relaunched), and why.
+        An attached server whose /metrics stops answering may still serve: its requests say so."""
+        return dict(self._watcher.exited)
 
     @property
     def stopped(self) -> bool:

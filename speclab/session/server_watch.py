@@ -33,13 +33,14 @@ class ServerWatcher:
     def __init__(self, servers: Callable[[], Mapping[str, RunningServer]], add_event: Callable[[Event], None]) -> None:
         self._servers = servers
         self._add_event = add_event
-        self.down: dict[str, str] = {}  # variant -> why it is not serving now (its exit cause once known)
+        self._down: set[str] = set()  # variants whose /metrics does not answer now
+        self.exited: dict[str, str] = {}  # launched variants whose process exited, and why (from its log)
         self._causes: set[asyncio.Task[None]] = set()
 
     def watch(self, sample: ServerSample) -> None:
         variant = sample.variant
-        if not sample.up and variant not in self.down:
-            self.down[variant] = f"stopped answering at t={sample.t:.1f} s (/metrics unreachable: {sample.error})"
+        if not sample.up and variant not in self._down:
+            self._down.add(variant)
             server = self._servers().get(variant)
             if server is not None and server.status == "ready":
                 server.status = "exited"
@@ -49,14 +50,15 @@ class ServerWatcher:
                 task = asyncio.ensure_future(self._exit_cause(variant, server._process, sample.t))
                 self._causes.add(task)
                 task.add_done_callback(self._causes.discard)
-        elif sample.up and variant in self.down:
-            del self.down[variant]
+        elif sample.up and variant in self._down:
+            self._down.discard(variant)
+            self.exited.pop(variant, None)
             self._add_event(Event(t=sample.t, kind="server_up", variant=variant, message=f"{variant}: answering again"))
 
     async def _exit_cause(self, variant: str, process: ServerProcess, t: float) -> None:
         cause = await process.exit_cause(timeout=EXIT_WAIT_S)
-        if cause is not None and variant in self.down:
-            self.down[variant] = f"server exited at t={t:.1f} s: {cause}"
+        if cause is not None and variant in self._down:
+            self.exited[variant] = f"server exited at t={t:.1f} s: {cause}"
             self._add_event(Event(t=t, kind="server_exited", variant=variant, message=f"{variant}: {cause}"))
 
     async def settle(self) -> None:
