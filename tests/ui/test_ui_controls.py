@@ -243,7 +243,7 @@ async def test_a_sigint_stops_the_source_and_returns_130() -> None:
 async def assert_traffic_keys_off(pilot: Pilot[Any], app: SpeclabApp, source: FakeSource) -> None:
     """Space, r, n and e are disabled, and pressing them opens nothing and calls nothing."""
     for action in ("toggle_pause", "set_rate", "set_concurrency", "relaunch"):
-        assert lab(app).check_action(action, ()) is None
+        assert not lab(app).check_action(action, ())
     await pilot.press("space", "r", "n", "e")
     await pilot.pause()
     assert isinstance(app.screen, LabScreen)
@@ -260,6 +260,12 @@ async def test_without_controls_the_traffic_keys_are_disabled_and_say_why() -> N
         assert f"controls off: {NO_CONTROLS}" in render_status(screen.status).plain
         why = {row[0]: row[2] for row in screen.help_rows()}
         assert why["r"] == NO_CONTROLS and why["c"] == ""
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)  # the reason once under the table, "off" on each row
+        assert str(app.screen.query_one("#off-why", Static).render()) == f"off: {NO_CONTROLS}"
+        await pilot.press("escape")
+        await pilot.pause()
         await pilot.press("c")
         assert not screen.view.corrected, "view keys still work in a replay"
 

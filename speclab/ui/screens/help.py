@@ -25,6 +25,9 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Keys", classes="dialog-title")
             table: DataTable[str] = DataTable(id="keys", cursor_type="none", zebra_stripes=True)
             yield table
+            reasons = sorted({why for _, _, why in self.rows if why})
+            if reasons:  # said once here, not cut off at the end of each row
+                yield Static("\n".join(f"off: {why}" for why in reasons), id="off-why", classes="dialog-hint")
             yield Static("Esc or ? closes · ctrl+p opens the command palette · the mouse works too",
                          classes="dialog-hint")
 
@@ -32,7 +35,7 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one("#keys", DataTable)
         table.add_columns("key", "action", "note")
         for key, description, why in self.rows:
-            table.add_row(key, description, why or "")
+            table.add_row(key, description, "off" if why else "")
 
     def action_close(self) -> None:
         self.dismiss(None)

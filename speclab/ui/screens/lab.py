@@ -315,7 +315,7 @@ class LabScreen(Screen[None]):
             assert isinstance(binding, Binding)
             action, _, _ = binding.action.partition("(")
             allowed = self.check_action(action, ())
-            if allowed is False:
+            if allowed is False and action in REPLAY_ACTIONS:  # a live run has no playback keys
                 continue
             why = "" if allowed else (RUN_ENDED if self.controls is not None else NO_CONTROLS)
             rows.append((binding.key_display or binding.key, binding.tooltip or binding.description, why))
@@ -323,11 +323,12 @@ class LabScreen(Screen[None]):
         return rows
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        live = self.controls is not None and not self.run_ended
-        if action in CONTROL_ACTIONS and not live:
-            return None
-        if action == "toggle_pause" and not live and self.replay is None:
-            return None
+        """Traffic keys: off in a replay (False: not in the footer, which keeps room for the playback
+        keys; the help still lists them, saying why) and dimmed once a live run has ended (None)."""
+        if action in CONTROL_ACTIONS or (action == "toggle_pause" and self.replay is None):
+            if self.controls is None:
+                return False
+            return None if self.run_ended else True
         return not (action in REPLAY_ACTIONS and self.replay is None)
 
     # -- controls ----------------------------------------------------------------------------
