@@ -127,13 +127,14 @@ def variant_names(options: RunOptions, lab: Lab | None) -> tuple[str, ...]:
 
 
 def arrival_facts(options: RunOptions, plan: Plan) -> dict[str, Any]:
-    facts: dict[str, Any] = {"mode": plan.mode, "process": plan.process,
-                             "variants": "sequential" if options.sequential else "concurrent"}
-    facts.update(plan.overrides)
+    facts: dict[str, Any] = {"mode": plan.mode, "process": plan.process}
+    # A steady load first (the status line is cut at its end): the app's dialogs start from it.
     if plan.mode == "open" and len(plan.segments) == 1 and not plan.segments[0].slope:
-        facts.setdefault("rate", plan.segments[0].rate)  # a steady rate: the app's rate dialog starts from it
+        facts["rate"] = plan.segments[0].rate
     if plan.mode == "closed" and len(plan.concurrency_steps) == 1:
-        facts.setdefault("concurrency", plan.concurrency_steps[0][1])
+        facts["concurrency"] = plan.concurrency_steps[0][1]
+    facts["variants"] = "sequential" if options.sequential else "concurrent"
+    facts.update(plan.overrides)
     if plan.duration_s is not None:
         facts["duration_s"] = plan.duration_s
     if plan.requests is not None:
