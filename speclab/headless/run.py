@@ -33,9 +33,9 @@ def judge(session: LiveSession, final: Snapshot, interrupted: bool) -> tuple[Exi
         return ExitCode.INTERRUPTED, "interrupted; the partial report and recording cover what was measured"
     if session.change_failures:
         return ExitCode.SERVER_NOT_READY, "; ".join(session.change_failures)
-    down = session.servers_down
-    if down:  # its numbers stop where it died: not a run to read as "ok"
-        return ExitCode.SERVER_NOT_READY, "; ".join(f"{variant}: {why}" for variant, why in down.items())
+    exited = session.servers_exited
+    if exited:  # its numbers stop where it died: not a run to read as "ok"
+        return ExitCode.SERVER_NOT_READY, "; ".join(f"{variant}: {why}" for variant, why in exited.items())
     incomplete = incomplete_reason(session, final)
     if incomplete:
         return ExitCode.MEASUREMENT_INCOMPLETE, incomplete

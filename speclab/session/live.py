@@ -389,7 +389,7 @@ class LiveSession:
         return {name: server_view(s) for name, s in self.servers_running.items()}
 
     @property
-    def servers_down(self) -> dict[str, str]:
+    def servers_exited(self) -> dict[str, str]:
         """Launched variants whose server exited during the run (and was not relaunched), and why.
         An attached server whose /metrics stops answering may still serve: its requests say so."""
         return dict(self._watcher.exited)

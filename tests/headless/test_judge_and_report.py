@@ -38,21 +38,21 @@ def _final(records: list[RequestRecord], end: float, saturated: tuple[int, ...] 
 
 
 def _session(records: list[RequestRecord], traffic_errors: tuple[str, ...] = (),
-             servers_down: dict[str, str] | None = None) -> Any:
+             servers_exited: dict[str, str] | None = None) -> Any:
     tally = RunTally()
     tally.add_records(records)
     return SimpleNamespace(tally=tally, change_failures=[], traffic_errors=lambda: list(traffic_errors),
-                           drift=DriftJudge(), time_scale=TimeScale(), servers_down=servers_down or {})
+                           drift=DriftJudge(), time_scale=TimeScale(), servers_exited=servers_exited or {})
 
 
 def test_a_server_that_died_during_the_run_is_exit_3_naming_its_cause() -> None:
     """Requests answered before the crash are no "ok" run: the exit names the server and why it went."""
     records = [_record(i, t=0.1 * i) for i in range(4)] + [_record(4, error="connect", t=0.5)]
     down = {"k2": "server exited at t=6.2 s: engine crashed (exited with code 1): EngineCore encountered a fatal error"}
-    code, reason = judge(_session(records, servers_down=down), _final(records, 1.0), interrupted=False)
+    code, reason = judge(_session(records, servers_exited=down), _final(records, 1.0), interrupted=False)
     assert code == ExitCode.SERVER_NOT_READY
     assert reason == "k2: server exited at t=6.2 s: engine crashed (exited with code 1): EngineCore encountered a fatal error"
-    assert judge(_session(records, servers_down=down), _final(records, 1.0), interrupted=True)[0] == ExitCode.INTERRUPTED
+    assert judge(_session(records, servers_exited=down), _final(records, 1.0), interrupted=True)[0] == ExitCode.INTERRUPTED
 
 
 def test_a_dead_worker_or_a_lost_request_is_exit_6_before_every_request_failing() -> None:

@@ -241,7 +241,7 @@ class LabScreen(Screen[None]):
                                                   stats.acceptance)
 
     def _show_servers(self) -> None:
-        views = self.source.servers()
+        views = self.status.servers  # read once per repaint, in refresh_view
         samples = self.state.latest.servers if self.state.latest else {}
         for variant in self.source.info.variants:
             self.query_one(f"#server-{variant}", ServerCard).show(views.get(variant), samples.get(variant))
